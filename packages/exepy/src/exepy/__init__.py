@@ -1,0 +1,12 @@
+"""Pack Python sources and data files into a Windows executable's resources, from any OS."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__: str = version("exepy")
+except PackageNotFoundError:  # running from a source tree or a bundle without metadata
+    __version__ = "0.0.0"
+
+__all__ = ["__version__"]

@@ -1,0 +1,12 @@
+"""Inspect, run, compare and benchmark models on OpenVINO."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__: str = version("openvino-runner")
+except PackageNotFoundError:  # running from a source tree or a bundle without metadata
+    __version__ = "0.0.0"
+
+__all__ = ["__version__"]
