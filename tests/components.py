@@ -33,7 +33,9 @@ def require_command(command: str, debian_package: str | None = None) -> str:
     """Return the path of *command*, or skip/fail naming the package that provides it."""
     found = which(command)
     if found is None:
-        missing(command, f"apt-get install {debian_package or command}; tools/test does this as root")
+        missing(
+            command, f"apt-get install {debian_package or command}; tools/test does this as root"
+        )
     assert found is not None
     return found
 

@@ -228,8 +228,10 @@ def ensure_system_packages() -> None:
     if not missing:
         return
     if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("apt-get") is None:
-        log(f"not installing {', '.join(missing)} (needs root and apt-get): tests that need them "
-            "will skip, or fail when CI is set")
+        log(
+            f"not installing {', '.join(missing)} (needs root and apt-get): tests that need them "
+            "will skip, or fail when CI is set"
+        )
         return
     log(f"installing system packages: {', '.join(missing)}")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")

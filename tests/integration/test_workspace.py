@@ -81,9 +81,17 @@ print("ok")
 def test_package_modules_import_without_undeclared_siblings(name: str) -> None:
     forbidden = {module_of(p) for p in PACKAGES} - {module_of(name)} - workspace_deps(name)
     result = subprocess.run(
-        [sys.executable, "-c", "import importlib\n" + BLOCKER, module_of(name),
-         ",".join(sorted(forbidden)), ",".join(sorted(NOT_IMPORTABLE))],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-c",
+            "import importlib\n" + BLOCKER,
+            module_of(name),
+            ",".join(sorted(forbidden)),
+            ",".join(sorted(NOT_IMPORTABLE)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
 
@@ -99,15 +107,16 @@ def test_version_comes_from_git(name: str) -> None:
 
 
 SCRIPTS = {
-    name: list(tomllib.loads((ROOT / "packages" / name / "pyproject.toml").read_text())["project"]
-               .get("scripts", {}))
+    name: list(
+        tomllib.loads((ROOT / "packages" / name / "pyproject.toml").read_text())["project"].get(
+            "scripts", {}
+        )
+    )
     for name in PACKAGES
 }
 
 
-@pytest.mark.parametrize(
-    "script", [s for scripts in SCRIPTS.values() for s in scripts]
-)
+@pytest.mark.parametrize("script", [s for scripts in SCRIPTS.values() for s in scripts])
 def test_console_script_answers_help(script: str) -> None:
     exe = Path(sys.executable).parent / script
     result = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=120)
