@@ -1,4 +1,4 @@
-"""Import modules and data straight from a Windows executable's resources (standard library only)."""
+"""Import modules and data straight from a Windows executable's resources (stdlib only)."""
 
 from __future__ import annotations
 

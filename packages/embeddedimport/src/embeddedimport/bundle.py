@@ -1,0 +1,266 @@
+"""The original exepy resource formats: the file bundle (RT_RCDATA 200) and the command line (201).
+
+Pure functions from bytes to data and back; no file or PE handling here.
+
+Bundle (RT_RCDATA id 200, language 0), all integers little-endian ``uint32``::
+
+    compressed_size
+    uncompressed_size
+    file_count
+    offsets[file_count]          offset of each file's content in the uncompressed blob
+    zlib stream                  exactly compressed_size bytes; inflates to uncompressed_size
+                                 bytes: each file's content followed by one NUL byte
+    names                        file_count ASCII names, each NUL-terminated, same order
+
+A file's size is ``next offset - offset - 1`` (the last one ends at ``uncompressed_size``).
+The original stored the names as Windows relative paths (``pkg\\mod.py``): its importer
+looked them up with the Windows separator. :func:`pack` therefore writes backslashes;
+:func:`unpack` accepts either separator and returns names with ``/``.
+
+Command line (RT_RCDATA id 201): ``uint32 argc`` then ``argc`` NUL-terminated UTF-16LE strings.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Sequence
+
+__all__ = [
+    "BUNDLE_ID",
+    "COMMAND_ID",
+    "RT_RCDATA",
+    "BundleError",
+    "normalize_name",
+    "pack",
+    "pack_command",
+    "unpack",
+    "unpack_command",
+]
+
+RT_RCDATA = 10
+"""Resource type of raw application data (``RT_RCDATA``)."""
+BUNDLE_ID = 200
+"""Resource id of the file bundle."""
+COMMAND_ID = 201
+"""Resource id of the injected command line."""
+
+_STORED_SEP = "\\"
+_U32 = struct.Struct("<I")
+_HEADER = struct.Struct("<III")
+
+
+class BundleError(ValueError):
+    """A bundle or command-line resource cannot be written or read; the message says why."""
+
+
+def normalize_name(name: str) -> str:
+    """Return *name* as a bundle-relative ``/``-separated path, or raise :class:`BundleError`.
+
+    Accepts ``/`` or ``\\`` separators; rejects empty, absolute, drive-qualified and
+    ``.``/``..`` components and non-ASCII characters, because the original format stores
+    ASCII names and its importer only looks up plain relative paths.
+    """
+    if not isinstance(name, str):
+        raise BundleError(f"bundle file names must be str, got {type(name).__name__}: {name!r}")
+    if not name.isascii():
+        raise BundleError(
+            f"file name {name!r} is not ASCII; the original bundle format stores ASCII "
+            "names only: rename the file"
+        )
+    if "\0" in name:
+        raise BundleError(f"file name {name!r} contains a NUL character")
+    parts = name.replace("\\", "/").split("/")
+    if not name or any(part in ("", ".", "..") for part in parts) or ":" in name:
+        raise BundleError(
+            f"file name {name!r} must be a relative path such as 'pkg/mod.py' "
+            "(no empty, '.' or '..' parts, no leading separator, no drive)"
+        )
+    return "/".join(parts)
+
+
+def pack(files: Sequence[tuple[str, bytes]]) -> bytes:
+    """Serialise ``(relative name, content)`` pairs into the original bundle format.
+
+    Names may use ``/`` or ``\\``; they are stored with ``\\`` as the original did.
+    Raises :class:`BundleError` for a bad or duplicate name.
+    """
+    seen: set[str] = set()
+    offsets: list[int] = []
+    chunks: list[bytes] = []
+    names: list[bytes] = []
+    position = 0
+    for name, content in files:
+        clean = normalize_name(name)
+        if clean in seen:
+            raise BundleError(f"file name {name!r} appears twice in the bundle")
+        seen.add(clean)
+        data = bytes(content)
+        offsets.append(position)
+        chunks.append(data)
+        chunks.append(b"\0")
+        position += len(data) + 1
+        names.append(clean.replace("/", _STORED_SEP).encode("ascii") + b"\0")
+    if position > 0xFFFFFFFF:
+        raise BundleError(f"bundle content is {position} bytes; the format's limit is 4 GiB")
+    compressed = zlib.compress(b"".join(chunks), 9)
+    header = _HEADER.pack(len(compressed), position, len(offsets))
+    table = struct.pack(f"<{len(offsets)}I", *offsets)
+    return b"".join([header, table, compressed, *names])
+
+
+def unpack(data: bytes) -> list[tuple[str, bytes]]:
+    """Parse a bundle resource into ``(name, content)`` pairs, names ``/``-separated.
+
+    Validation is strict: a truncated header, table, stream or name list, offsets that are
+    not increasing or point past the content, a missing NUL after a file, a bad zlib stream
+    or a size mismatch each raise :class:`BundleError` naming the problem. Zero bytes after
+    the last name are accepted (resource padding); anything else there is an error.
+    """
+    view = memoryview(data)
+    total = len(view)
+    if total < _HEADER.size:
+        raise BundleError(
+            f"bundle is truncated: {total} bytes, the header alone needs {_HEADER.size}"
+        )
+    compressed_size, uncompressed_size, count = _HEADER.unpack_from(view, 0)
+    table_end = _HEADER.size + 4 * count
+    if table_end > total:
+        raise BundleError(
+            f"bundle is truncated: file_count={count} needs an offset table ending at byte "
+            f"{table_end}, but the resource has {total} bytes"
+        )
+    offsets = struct.unpack_from(f"<{count}I", view, _HEADER.size)
+    stream_end = table_end + compressed_size
+    if stream_end > total:
+        raise BundleError(
+            f"bundle is truncated: compressed_size={compressed_size} runs to byte "
+            f"{stream_end}, but the resource has {total} bytes"
+        )
+    blob = _inflate(view[table_end:stream_end], uncompressed_size)
+    names = _split_names(view[stream_end:], count)
+    files: list[tuple[str, bytes]] = []
+    seen: set[str] = set()
+    for index, (offset, raw_name) in enumerate(zip(offsets, names, strict=True)):
+        try:
+            name = normalize_name(raw_name)
+        except BundleError as exc:
+            raise BundleError(f"file #{index} has a bad name: {exc}") from None
+        if name in seen:
+            raise BundleError(f"file name {raw_name!r} appears twice in the bundle")
+        seen.add(name)
+        end = offsets[index + 1] if index + 1 < count else uncompressed_size
+        if index == 0 and offset != 0:
+            raise BundleError(f"first file {raw_name!r} starts at offset {offset}, expected 0")
+        if end < offset + 1:
+            raise BundleError(
+                f"file {raw_name!r}: offsets are inconsistent (starts at {offset}, next "
+                f"starts at {end}; each file needs at least its NUL terminator)"
+            )
+        if blob[end - 1] != 0:
+            raise BundleError(
+                f"file {raw_name!r} (offset {offset}, size {end - offset - 1}) is not "
+                "followed by a NUL byte: offsets do not match the content"
+            )
+        files.append((name, blob[offset : end - 1]))
+    if count == 0 and uncompressed_size != 0:
+        raise BundleError(f"bundle has no files but uncompressed_size={uncompressed_size}")
+    return files
+
+
+def _inflate(stream: memoryview, expected: int) -> bytes:
+    inflater = zlib.decompressobj()
+    try:
+        blob = inflater.decompress(stream, expected + 1)
+    except zlib.error as exc:
+        raise BundleError(f"bundle's zlib stream is corrupt: {exc}") from None
+    if len(blob) > expected:
+        raise BundleError(f"bundle inflates to more than uncompressed_size={expected} bytes")
+    if not inflater.eof:
+        raise BundleError(
+            f"bundle's zlib stream is truncated: it ends after {len(blob)} of "
+            f"{expected} bytes (compressed_size={len(stream)})"
+        )
+    if inflater.unused_data:
+        raise BundleError(
+            f"compressed_size={len(stream)} is inconsistent: the zlib stream ends "
+            f"{len(inflater.unused_data)} bytes early"
+        )
+    if len(blob) != expected:
+        raise BundleError(
+            f"bundle inflates to {len(blob)} bytes but uncompressed_size says {expected}"
+        )
+    return blob
+
+
+def _split_names(tail: memoryview, count: int) -> list[str]:
+    raw = bytes(tail)
+    names: list[str] = []
+    position = 0
+    for index in range(count):
+        end = raw.find(b"\0", position)
+        if end < 0:
+            raise BundleError(
+                f"bundle is truncated: the name list ends after {index} of {count} names"
+            )
+        try:
+            names.append(raw[position:end].decode("ascii"))
+        except UnicodeDecodeError:
+            raise BundleError(
+                f"file #{index} has a non-ASCII name {raw[position:end]!r}; the format "
+                "stores ASCII names"
+            ) from None
+        position = end + 1
+    if raw[position:].strip(b"\0"):
+        raise BundleError(
+            f"bundle has {len(raw) - position} unexpected bytes after the last of {count} names"
+        )
+    return names
+
+
+def pack_command(argv: Sequence[str]) -> bytes:
+    """Serialise a command line (for example ``["-m", "main"]``) as resource 201."""
+    if isinstance(argv, str):
+        raise BundleError(f"command line must be a sequence of arguments, got the str {argv!r}")
+    parts = [_U32.pack(len(argv))]
+    for index, arg in enumerate(argv):
+        if not isinstance(arg, str):
+            raise BundleError(f"argument #{index} must be str, got {type(arg).__name__}")
+        if "\0" in arg:
+            raise BundleError(f"argument #{index} {arg!r} contains a NUL character")
+        parts.append(arg.encode("utf-16-le", "surrogatepass") + b"\0\0")
+    return b"".join(parts)
+
+
+def unpack_command(data: bytes) -> list[str]:
+    """Parse a command-line resource (201) into its arguments.
+
+    Raises :class:`BundleError` when it is truncated, an argument is not terminated, or
+    bytes other than zero padding follow the last argument.
+    """
+    raw = bytes(data)
+    if len(raw) < _U32.size:
+        raise BundleError(f"command line is truncated: {len(raw)} bytes, argc needs 4")
+    (argc,) = _U32.unpack_from(raw, 0)
+    if argc > (len(raw) - 4) // 2:
+        raise BundleError(f"command line says argc={argc} but holds only {len(raw) - 4} bytes")
+    args: list[str] = []
+    position = 4
+    for index in range(argc):
+        end = position
+        while end + 1 < len(raw) and raw[end : end + 2] != b"\0\0":
+            end += 2
+        if end + 1 >= len(raw):
+            raise BundleError(
+                f"command line is truncated: argument #{index} of {argc} has no terminator"
+            )
+        try:
+            args.append(raw[position:end].decode("utf-16-le", "surrogatepass"))
+        except UnicodeDecodeError as exc:
+            raise BundleError(f"argument #{index} is not valid UTF-16LE: {exc}") from None
+        position = end + 2
+    if raw[position:].strip(b"\0"):
+        raise BundleError(
+            f"command line has {len(raw) - position} unexpected bytes after {argc} arguments"
+        )
+    return args

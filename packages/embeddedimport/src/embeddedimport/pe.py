@@ -1,0 +1,286 @@
+"""A small PE (Portable Executable) resource reader: what the Windows loader finds.
+
+Reads PE32 and PE32+ images from a path or from bytes, standard library only. It reads
+only the headers and the parts of the resource section it walks, so checking a large
+executable for one resource costs a few small reads.
+
+Resource keys are ``(type, name, language)``: ``int`` for ids, ``str`` for named entries
+(as stored; Windows requires them upper-case). Lookups by name compare upper-cased, as
+the Windows loader does.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import BinaryIO
+
+__all__ = ["PEFormatError", "ResourceKey", "find_resource", "read_resources"]
+
+ResourceKey = tuple[int | str, int | str, int]
+"""``(type, name, language)``: ids are ``int``, named entries ``str``."""
+
+_RESOURCE_DIRECTORY_INDEX = 2
+_DIR = struct.Struct("<IIHHHH")  # Characteristics, TimeDateStamp, Major, Minor, #named, #ids
+_ENTRY = struct.Struct("<II")  # Name/Id, OffsetToData
+_DATA = struct.Struct("<IIII")  # OffsetToData (RVA), Size, CodePage, Reserved
+_SECTION = struct.Struct("<8sIIII")  # Name, VirtualSize, VirtualAddress, SizeOfRawData, Pointer
+_SECTION_SIZE = 40  # the full IMAGE_SECTION_HEADER; _SECTION reads its first fields
+_HIGH = 0x80000000
+
+
+class PEFormatError(ValueError):
+    """The input is not a PE image, or its headers or resource tree are truncated or corrupt."""
+
+
+class _Source:
+    """Random access to the image: bytes in memory or an open file."""
+
+    def __init__(self, data: bytes | None, handle: BinaryIO | None, size: int, label: str):
+        self._data = data
+        self._handle = handle
+        self.size = size
+        self.label = label
+
+    def read(self, offset: int, length: int, what: str) -> bytes:
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise PEFormatError(
+                f"{self.label}: truncated: {what} needs bytes {offset}..{offset + length} "
+                f"but the file has {self.size}"
+            )
+        if self._data is not None:
+            return self._data[offset : offset + length]
+        assert self._handle is not None
+        self._handle.seek(offset)
+        chunk = self._handle.read(length)
+        if len(chunk) != length:
+            raise PEFormatError(f"{self.label}: truncated while reading {what}")
+        return chunk
+
+
+class _Image:
+    """The parsed headers and the resource directory's location."""
+
+    def __init__(self, source: _Source):
+        self.source = source
+        head = source.read(0, min(source.size, 0x40), "the DOS header")
+        if len(head) < 0x40 or head[:2] != b"MZ":
+            raise PEFormatError(
+                f"{source.label}: not a PE file (no 'MZ' DOS header); expected a Windows "
+                ".exe or .dll"
+            )
+        (pe_offset,) = struct.unpack_from("<I", head, 0x3C)
+        if pe_offset + 24 > source.size:
+            raise PEFormatError(
+                f"{source.label}: not a PE file (e_lfanew={pe_offset} points past the file)"
+            )
+        coff = source.read(pe_offset, 24, "the PE signature and COFF header")
+        if coff[:4] != b"PE\0\0":
+            raise PEFormatError(
+                f"{source.label}: not a PE file (no 'PE\\0\\0' signature at {pe_offset}); "
+                "an MZ-only DOS or NE/LE program is not supported"
+            )
+        sections, optional_size = struct.unpack_from("<2xH12xH", coff, 4)
+        optional_offset = pe_offset + 24
+        optional = source.read(optional_offset, optional_size, "the optional header")
+        if optional_size < 2:
+            raise PEFormatError(f"{source.label}: optional header is missing")
+        (magic,) = struct.unpack_from("<H", optional, 0)
+        if magic == 0x10B:
+            count_at = 92
+        elif magic == 0x20B:
+            count_at = 108
+        else:
+            raise PEFormatError(
+                f"{source.label}: unknown optional header magic {magic:#x}; expected 0x10b "
+                "(PE32) or 0x20b (PE32+)"
+            )
+        self.is_pe32_plus = magic == 0x20B
+        if optional_size < count_at + 4:
+            raise PEFormatError(f"{source.label}: optional header is truncated")
+        (rva_count,) = struct.unpack_from("<I", optional, count_at)
+        self.resource_rva = 0
+        self.resource_size = 0
+        directory_at = count_at + 4 + 8 * _RESOURCE_DIRECTORY_INDEX
+        if rva_count > _RESOURCE_DIRECTORY_INDEX and directory_at + 8 <= optional_size:
+            self.resource_rva, self.resource_size = struct.unpack_from(
+                "<II", optional, directory_at
+            )
+        table = source.read(
+            optional_offset + optional_size, _SECTION_SIZE * sections, "the section table"
+        )
+        self.sections = [
+            _SECTION.unpack_from(table, _SECTION_SIZE * index)[1:] for index in range(sections)
+        ]
+
+    def rva_to_offset(self, rva: int, length: int, what: str) -> int:
+        """File offset of ``length`` bytes at ``rva``, which must lie in one section's file data."""
+        for virtual_size, address, raw_size, pointer in self.sections:
+            extent = max(virtual_size, raw_size) if virtual_size else raw_size
+            if address <= rva < address + extent:
+                if rva + length > address + raw_size:
+                    raise PEFormatError(
+                        f"{self.source.label}: {what} (RVA {rva:#x}, {length} bytes) runs past "
+                        "its section's data in the file"
+                    )
+                return pointer + (rva - address)
+        raise PEFormatError(f"{self.source.label}: {what} (RVA {rva:#x}) is not inside any section")
+
+
+def _open(source: str | os.PathLike[str] | bytes) -> tuple[_Source, BinaryIO | None]:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+        return _Source(data, None, len(data), "<bytes>"), None
+    path = os.fspath(source)
+    handle = open(path, "rb")  # noqa: SIM115 - closed by the caller
+    size = os.fstat(handle.fileno()).st_size
+    return _Source(None, handle, size, repr(path)), handle
+
+
+class _Walker:
+    """Reads the resource directory tree below the image's resource RVA."""
+
+    def __init__(self, image: _Image):
+        self.image = image
+        self.label = image.source.label
+        self.base = image.resource_rva
+
+    def directory(self, offset: int, level: int) -> list[tuple[int | str, int, bool]]:
+        """Entries of the directory at ``offset``: (id or name, target offset, is_directory)."""
+        what = f"resource directory (level {level}) at offset {offset:#x}"
+        header = self._read(offset, _DIR.size, what)
+        named, ids = _DIR.unpack(header)[4:]
+        count = named + ids
+        body = self._read(offset + _DIR.size, _ENTRY.size * count, what + " entries")
+        entries: list[tuple[int | str, int, bool]] = []
+        for index in range(count):
+            key, target = _ENTRY.unpack_from(body, _ENTRY.size * index)
+            name: int | str
+            if key & _HIGH:
+                name = self.name(key & ~_HIGH)
+            else:
+                if key > 0xFFFF:
+                    raise PEFormatError(
+                        f"{self.label}: corrupt {what}: entry #{index} has id {key:#x} "
+                        "(ids are 16-bit)"
+                    )
+                name = key
+            entries.append((name, target & ~_HIGH, bool(target & _HIGH)))
+        return entries
+
+    def name(self, offset: int) -> str:
+        (length,) = struct.unpack("<H", self._read(offset, 2, "resource name length"))
+        raw = self._read(offset + 2, 2 * length, "resource name")
+        return raw.decode("utf-16-le", "surrogatepass")
+
+    def data(self, offset: int) -> bytes:
+        rva, size = _DATA.unpack(self._read(offset, _DATA.size, "resource data entry"))[:2]
+        location = self.image.rva_to_offset(rva, size, "resource data")
+        return self.image.source.read(location, size, f"resource data at RVA {rva:#x}")
+
+    def _read(self, offset: int, length: int, what: str) -> bytes:
+        if offset + length > self.image.resource_size:
+            raise PEFormatError(
+                f"{self.label}: corrupt resource directory: {what} runs past the resource "
+                f"directory's size ({self.image.resource_size} bytes)"
+            )
+        location = self.image.rva_to_offset(self.base + offset, length, what)
+        return self.image.source.read(location, length, what)
+
+
+def _walk(image: _Image) -> _Walker | None:
+    if not image.resource_rva or not image.resource_size:
+        return None
+    return _Walker(image)
+
+
+def _expect(walker: _Walker, entry: tuple[int | str, int, bool], directory: bool) -> int:
+    name, target, is_directory = entry
+    if is_directory != directory:
+        kind = "a subdirectory" if directory else "a data entry"
+        raise PEFormatError(
+            f"{walker.label}: corrupt resource directory: entry {name!r} should point to {kind}"
+        )
+    return target
+
+
+def read_resources(source: str | os.PathLike[str] | bytes) -> dict[ResourceKey, bytes]:
+    """Return every resource of a PE image as ``{(type, name, language): data}``.
+
+    ``source`` is a path or the image's bytes. An image without a resource directory gives
+    ``{}``. Raises :class:`PEFormatError` if it is not a PE file or is truncated or corrupt.
+    """
+    reader, handle = _open(source)
+    try:
+        walker = _walk(_Image(reader))
+        found: dict[ResourceKey, bytes] = {}
+        if walker is None:
+            return found
+        for type_entry in walker.directory(0, 1):
+            for name_entry in walker.directory(_expect(walker, type_entry, True), 2):
+                for lang_entry in walker.directory(_expect(walker, name_entry, True), 3):
+                    language = lang_entry[0]
+                    if not isinstance(language, int):
+                        raise PEFormatError(
+                            f"{walker.label}: corrupt resource directory: language "
+                            f"{language!r} must be a numeric id"
+                        )
+                    target = _expect(walker, lang_entry, False)
+                    found[(type_entry[0], name_entry[0], language)] = walker.data(target)
+        return found
+    finally:
+        if handle is not None:
+            handle.close()
+
+
+def find_resource(
+    source: str | os.PathLike[str] | bytes,
+    type_: int | str,
+    name: int | str,
+    language: int | None = None,
+) -> bytes | None:
+    """Return one resource's data, or ``None`` if the image does not have it.
+
+    String types and names match case-insensitively (upper-cased, as Windows does). With
+    ``language=None`` the language-neutral entry (0) is preferred, else the first listed.
+    Only the directories on the way are read. Raises :class:`PEFormatError` for a file
+    that is not a PE image or whose headers or directories on that path are corrupt.
+    """
+    reader, handle = _open(source)
+    try:
+        walker = _walk(_Image(reader))
+        if walker is None:
+            return None
+        offset = 0
+        for level, wanted in ((1, type_), (2, name)):
+            entry = _pick(walker.directory(offset, level), wanted)
+            if entry is None:
+                return None
+            offset = _expect(walker, entry, True)
+        entries = walker.directory(offset, 3)
+        chosen = None
+        if language is None:
+            chosen = _pick(entries, 0) or (entries[0] if entries else None)
+        else:
+            chosen = _pick(entries, language)
+        if chosen is None:
+            return None
+        return walker.data(_expect(walker, chosen, False))
+    finally:
+        if handle is not None:
+            handle.close()
+
+
+def _pick(
+    entries: list[tuple[int | str, int, bool]], wanted: int | str
+) -> tuple[int | str, int, bool] | None:
+    if isinstance(wanted, str):
+        wanted = wanted.upper()
+        for entry in entries:
+            if isinstance(entry[0], str) and entry[0].upper() == wanted:
+                return entry
+        return None
+    for entry in entries:
+        if entry[0] == wanted:
+            return entry
+    return None

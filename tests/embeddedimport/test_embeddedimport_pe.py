@@ -1,0 +1,126 @@
+"""The PE resource reader against real Windows binaries and pefile as the reference."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+from embeddedimport.pe import PEFormatError, find_resource, read_resources
+from embeddedimport_testpe import add_resources, real_pe_files
+
+SAMPLE = real_pe_files()[::25]  # spread over exes and dlls, x86, x64 and ARM64 launchers
+
+
+def pefile_resources(source: str | bytes) -> dict[tuple, bytes]:
+    """The reference: pefile's view of the same tree (a path or the image's bytes)."""
+    pefile = pytest.importorskip("pefile")
+    if isinstance(source, bytes):
+        pe = pefile.PE(data=source, fast_load=True)
+    else:
+        pe = pefile.PE(source, fast_load=True)
+    pe.parse_data_directories(
+        directories=[pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_RESOURCE"]]
+    )
+    found: dict[tuple, bytes] = {}
+    root = getattr(pe, "DIRECTORY_ENTRY_RESOURCE", None)
+    for t in root.entries if root is not None else []:
+        type_key = str(t.name) if t.name is not None else t.id
+        for n in t.directory.entries:
+            name_key = str(n.name) if n.name is not None else n.id
+            for lang in n.directory.entries:
+                entry = lang.data.struct
+                found[(type_key, name_key, lang.id)] = pe.get_data(entry.OffsetToData, entry.Size)
+    pe.close()
+    return found
+
+
+@pytest.mark.parametrize("path", SAMPLE, ids=[Path(p).name for p in SAMPLE])
+def test_read_resources_matches_pefile(path: str) -> None:
+    ours = read_resources(path)
+    assert ours == pefile_resources(path)
+    assert read_resources(Path(path).read_bytes()) == ours
+    for (type_, name, language), data in list(ours.items())[:5]:
+        assert find_resource(path, type_, name, language) == data
+
+
+def test_sample_is_not_empty(pe_bases: list[str]) -> None:
+    assert SAMPLE, "no real PE files found"
+    assert any(read_resources(p) for p in SAMPLE)
+
+
+def test_written_resources_are_found_including_named_ones(base_exe: bytes) -> None:
+    keep = read_resources(base_exe)
+    added = {
+        (10, 200, 0): b"bundle",
+        (10, 201, 0): b"command",
+        ("MYTYPE", "HELLO", 1033): b"named",
+        (10, "ZETA", 0): b"z",
+    }
+    image = add_resources(base_exe, added, keep)
+    found = read_resources(image)
+    assert found == {**keep, **added}
+    assert find_resource(image, 10, 200) == b"bundle"
+    assert find_resource(image, "mytype", "hello") == b"named"  # matched upper-cased
+    assert find_resource(image, "MYTYPE", "HELLO", 1033) == b"named"
+    assert find_resource(image, "MYTYPE", "HELLO", 7) is None
+    assert find_resource(image, 10, 999) is None
+    assert find_resource(image, 12345, 1) is None
+    assert pefile_resources(image) == found
+
+
+def test_language_none_prefers_neutral(base_exe: bytes) -> None:
+    image = add_resources(base_exe, {(10, 300, 1033): b"en", (10, 300, 0): b"neutral"}, {})
+    assert find_resource(image, 10, 300) == b"neutral"
+    image = add_resources(base_exe, {(10, 300, 1033): b"en", (10, 300, 1031): b"de"}, {})
+    assert find_resource(image, 10, 300) == b"de"  # first listed (ids ascending)
+
+
+def _corrupt(image: bytes, offset: int, value: bytes) -> bytes:
+    return image[:offset] + value + image[offset + len(value) :]
+
+
+def _resource_dir(image: bytes) -> tuple[int, int]:
+    pe = struct.unpack_from("<I", image, 0x3C)[0]
+    magic = struct.unpack_from("<H", image, pe + 24)[0]
+    return pe + 24 + (96 if magic == 0x10B else 112) + 16, pe
+
+
+def test_not_a_pe_file_is_refused(tmp_path: Path) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("hello, this is not an executable" * 4)
+    with pytest.raises(PEFormatError, match="not a PE file"):
+        read_resources(text)
+    with pytest.raises(PEFormatError, match="not a PE file"):
+        find_resource(b"MZ" + b"\0" * 58 + struct.pack("<I", 64) + b"XX\0\0" + b"\0" * 40, 10, 1)
+    with pytest.raises(FileNotFoundError):
+        read_resources(tmp_path / "missing.exe")
+
+
+def test_truncated_and_corrupt_images_raise(base_exe: bytes) -> None:
+    with pytest.raises(PEFormatError, match="truncated"):
+        read_resources(base_exe[:300])
+    image = add_resources(base_exe, {(10, 200, 0): b"x" * 100}, {})
+    directory, pe = _resource_dir(image)
+    with pytest.raises(PEFormatError, match="not inside any section"):
+        read_resources(_corrupt(image, directory, struct.pack("<I", 0x7FFFFFF0)))
+    with pytest.raises(PEFormatError, match="runs past the resource directory"):
+        read_resources(_corrupt(image, directory + 4, struct.pack("<I", 8)))
+    with pytest.raises(PEFormatError, match="magic"):
+        read_resources(_corrupt(image, pe + 24, b"\x07\x01"))
+    # A data entry pointing far outside the image.
+    # Size=100, CodePage, Reserved: the entry is in the new section after the base's bytes.
+    found_at = image.find(struct.pack("<I", 100) + b"\0" * 8, len(base_exe))
+    assert found_at > 0
+    bad = _corrupt(image, found_at - 4, struct.pack("<I", 0x7FFF0000))
+    with pytest.raises(PEFormatError, match="resource data"):
+        read_resources(bad)
+    with pytest.raises(PEFormatError, match="truncated"):
+        read_resources(image[: found_at + 20])
+
+
+def test_image_without_resources_gives_nothing(base_exe: bytes) -> None:
+    directory, _ = _resource_dir(base_exe)
+    image = _corrupt(base_exe, directory, b"\0" * 8)
+    assert read_resources(image) == {}
+    assert find_resource(image, 10, 200) is None
