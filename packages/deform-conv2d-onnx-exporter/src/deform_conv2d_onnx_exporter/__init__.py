@@ -1,12 +1,64 @@
-"""Export torchvision DeformConv2d to ONNX and lower ONNX DeformConv nodes to standard operators."""
+"""Export torchvision DeformConv2d to ONNX and lower ONNX DeformConv nodes to standard operators.
+
+The public API is importable from here without torch: :func:`lower_deform_conv` and the
+graph builder are pure ONNX/numpy. The torch-facing entry points
+(:func:`register_deform_conv2d_onnx_op`, :func:`export`, :func:`make_deform_conv2d_translation`)
+import torch only when called.
+"""
 
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from deform_conv2d_onnx_exporter.graph import DeformConvSpec, build_deform_conv
+from deform_conv2d_onnx_exporter.lower import LoweringError, lower_deform_conv
 
 try:
     __version__: str = version("deform-conv2d-onnx-exporter")
 except PackageNotFoundError:  # running from a source tree or a bundle without metadata
     __version__ = "0.0.0"
 
-__all__ = ["__version__"]
+
+def register_deform_conv2d_onnx_op(
+    use_gathernd: bool = True, enable_openvino_patch: bool = False
+) -> None:
+    """Register the TorchScript-exporter symbolic for ``torchvision::deform_conv2d``.
+
+    See :func:`deform_conv2d_onnx_exporter.torchscript.register_deform_conv2d_onnx_op`.
+    """
+    from deform_conv2d_onnx_exporter.torchscript import register_deform_conv2d_onnx_op as register
+
+    register(use_gathernd=use_gathernd, enable_openvino_patch=enable_openvino_patch)
+
+
+def export(model: Any, args: tuple[Any, ...], f: Any = None, **kwargs: Any) -> Any:
+    """Export *model* to ONNX, never writing an invalid DeformConv.
+
+    See :func:`deform_conv2d_onnx_exporter.dynamo.export` for the keyword arguments.
+    """
+    from deform_conv2d_onnx_exporter.dynamo import export as dynamo_export
+
+    return dynamo_export(model, args, f, **kwargs)
+
+
+def make_deform_conv2d_translation(opset: int = 20) -> Any:
+    """Return the onnxscript translation of ``torchvision::deform_conv2d`` for *opset*.
+
+    See :func:`deform_conv2d_onnx_exporter.dynamo.make_deform_conv2d_translation`.
+    """
+    from deform_conv2d_onnx_exporter.dynamo import make_deform_conv2d_translation as make
+
+    return make(opset)
+
+
+__all__ = [
+    "DeformConvSpec",
+    "LoweringError",
+    "__version__",
+    "build_deform_conv",
+    "export",
+    "lower_deform_conv",
+    "make_deform_conv2d_translation",
+    "register_deform_conv2d_onnx_op",
+]

@@ -1,0 +1,225 @@
+"""Dynamo exporter (``torch.onnx.export(..., dynamo=True)``) support.
+
+* :func:`make_deform_conv2d_translation` / :data:`deform_conv2d_translation`: an onnxscript
+  (trace-only) translation of ``torch.ops.torchvision.deform_conv2d.default`` for
+  ``custom_translation_table``, driving the same graph builder as :mod:`.lower`.
+* :func:`export`: one call that never writes an invalid model: native ``DeformConv`` at
+  opset >= 19 unless asked to decompose, the decomposition otherwise.
+
+torch and onnxscript are imported lazily.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from deform_conv2d_onnx_exporter.graph import (
+    MIN_OPSET,
+    DeformConvSpec,
+    build_deform_conv,
+    check_opset,
+)
+
+#: torch 2.14's dynamo exporter default opset.
+DEFAULT_OPSET = 20
+#: First opset with ONNX DeformConv.
+NATIVE_OPSET = 19
+
+
+class OnnxscriptEmitter:
+    """An emitter over onnxscript's tracer: each ``op`` call records one node."""
+
+    def __init__(self, opset: int) -> None:
+        import onnxscript
+
+        self.ops = onnxscript.values.Opset("", opset)
+
+    def op(self, op_type: str, *inputs: Any, **attrs: Any) -> Any:
+        """Record node *op_type*; return its output value."""
+        return getattr(self.ops, op_type)(*inputs, **attrs)
+
+    def const(self, value: np.ndarray) -> Any:
+        """Record a ``Constant`` node holding *value*."""
+        import onnx_ir as ir
+
+        return self.ops.Constant(value=ir.tensor(np.array(value)))
+
+
+def _static_kernel(weight: Any) -> tuple[int, int]:
+    shape = getattr(weight, "shape", None)
+    dims = list(shape) if shape is not None else []
+    if len(dims) != 4 or not all(isinstance(d, int) for d in dims[2:]):
+        raise ValueError(
+            f"deform_conv2d weight must have a static 4-D shape (out, in/groups, kh, kw) at export "
+            f"time, got {shape!r}; make the weight a parameter or constant"
+        )
+    return int(dims[2]), int(dims[3])
+
+
+def make_deform_conv2d_translation(opset: int = DEFAULT_OPSET) -> Callable[..., Any]:
+    """Return a translation of ``torchvision::deform_conv2d`` emitting operators valid at *opset*.
+
+    Use it as ``custom_translation_table={torch.ops.torchvision.deform_conv2d.default: fn}``
+    with ``torch.onnx.export(..., dynamo=True, opset_version=opset)``.
+    """
+    check_opset(opset)
+
+    def torchvision_deform_conv2d(
+        input: Any,
+        weight: Any,
+        offset: Any,
+        mask: Any,
+        bias: Any,
+        stride_h: int,
+        stride_w: int,
+        pad_h: int,
+        pad_w: int,
+        dilation_h: int,
+        dilation_w: int,
+        groups: int,
+        offset_groups: int,
+        use_mask: bool,
+    ) -> Any:
+        """torchvision::deform_conv2d as standard ONNX operators."""
+        dtype = np.dtype(np.float32)
+        if getattr(input, "dtype", None) is not None:
+            dtype = np.dtype(input.dtype.numpy())
+        spec = DeformConvSpec(
+            kernel_shape=_static_kernel(weight),
+            strides=(stride_h, stride_w),
+            pads=(pad_h, pad_w, pad_h, pad_w),
+            dilations=(dilation_h, dilation_w),
+            group=groups,
+            offset_group=offset_groups,
+            has_mask=bool(use_mask),
+            has_bias=bias is not None,
+            dtype=dtype,
+        )
+        return build_deform_conv(
+            OnnxscriptEmitter(opset),
+            spec,
+            input,
+            weight,
+            offset,
+            mask if use_mask else None,
+            bias,
+            opset=opset,
+        )
+
+    return torchvision_deform_conv2d
+
+
+#: The translation for torch's default dynamo opset (20).
+deform_conv2d_translation = make_deform_conv2d_translation(DEFAULT_OPSET)
+
+
+def export(
+    model: Any,
+    args: tuple[Any, ...],
+    f: str | os.PathLike[str] | None = None,
+    *,
+    opset_version: int | None = None,
+    decompose: bool | None = None,
+    dynamic_shapes: Any = None,
+    dynamo: bool = True,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    dynamic_axes: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """Export *model* to ONNX with DeformConv handled correctly at any opset >= 12.
+
+    Args:
+        model: a ``torch.nn.Module`` using ``torchvision.ops.deform_conv2d``/``DeformConv2d``.
+        args: example inputs.
+        f: where to write the model (None: do not write).
+        opset_version: default 20 (torch's dynamo default).
+        decompose: ``True`` always writes standard operators (GridSample at opset >= 16,
+            GatherND at 12-15); ``False`` requires opset >= 19 and writes native
+            ``DeformConv``; ``None`` picks native at opset >= 19 and decomposes below.
+        dynamic_shapes: passed to the dynamo exporter.
+        dynamo: ``False`` uses the TorchScript exporter, which has no native
+            ``DeformConv``: it always decomposes (pass *dynamic_axes* there).
+        kwargs: passed on to ``torch.onnx.export``.
+
+    Returns:
+        The ``onnx.ModelProto`` that was written.
+
+    Raises:
+        ValueError: an unsupported opset, or ``decompose=False`` below opset 19.
+    """
+    import onnx
+    import torch
+
+    opset = DEFAULT_OPSET if opset_version is None else opset_version
+    check_opset(opset)
+    if decompose is False and opset < NATIVE_OPSET:
+        raise ValueError(
+            f"native DeformConv needs opset >= {NATIVE_OPSET}, got opset_version={opset}; "
+            "use decompose=True (or None) for standard operators"
+        )
+    native = decompose is False or (decompose is None and opset >= NATIVE_OPSET)
+    if not dynamo:
+        if decompose is False:
+            raise ValueError(
+                "the TorchScript exporter (dynamo=False) has no native DeformConv; "
+                "use decompose=True"
+            )
+        from deform_conv2d_onnx_exporter.torchscript import register_deform_conv2d_onnx_op
+
+        register_deform_conv2d_onnx_op()
+        buffer = io.BytesIO()
+        torch.onnx.export(
+            model,
+            args,
+            buffer,  # type: ignore[arg-type]  # the TorchScript exporter accepts file objects
+            opset_version=opset,
+            dynamo=False,
+            input_names=input_names,
+            output_names=output_names,
+            dynamic_axes=dynamic_axes,
+            **kwargs,
+        )
+        proto = onnx.load_from_string(buffer.getvalue())
+        if f is not None:
+            onnx.save(proto, f)
+        return proto
+
+    table = dict(kwargs.pop("custom_translation_table", None) or {})
+    if not native:
+        table.setdefault(
+            torch.ops.torchvision.deform_conv2d.default, make_deform_conv2d_translation(opset)
+        )
+    program = torch.onnx.export(
+        model,
+        args,
+        None,
+        opset_version=opset,
+        dynamo=True,
+        dynamic_shapes=dynamic_shapes,
+        input_names=input_names,
+        output_names=output_names,
+        custom_translation_table=table or None,
+        **kwargs,
+    )
+    if program is None:  # torch returns None only for dynamo=False
+        raise RuntimeError("torch.onnx.export(dynamo=True) returned no ONNXProgram")
+    proto = program.model_proto
+    if f is not None:
+        onnx.save(proto, f)
+    return proto
+
+
+__all__ = [
+    "DEFAULT_OPSET",
+    "MIN_OPSET",
+    "NATIVE_OPSET",
+    "deform_conv2d_translation",
+    "export",
+    "make_deform_conv2d_translation",
+]

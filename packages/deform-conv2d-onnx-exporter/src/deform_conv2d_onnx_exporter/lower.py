@@ -1,0 +1,250 @@
+"""Rewrite ONNX ``DeformConv`` nodes into standard operators (:func:`lower_deform_conv`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from deform_conv2d_onnx_exporter.graph import DeformConvSpec, build_deform_conv, check_opset
+
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+class LoweringError(ValueError):
+    """A DeformConv node cannot be rewritten (the message names the node and the problem)."""
+
+
+class NodeListEmitter:
+    """An :class:`~deform_conv2d_onnx_exporter.graph.Emitter` producing ``NodeProto`` objects.
+
+    Values are tensor names; every name starts with *prefix* and is checked against *taken*
+    so the rewritten graph never reuses a name.
+    """
+
+    def __init__(self, prefix: str, taken: set[str]) -> None:
+        self.prefix = prefix
+        self.taken = taken
+        self.nodes: list[onnx.NodeProto] = []
+        self._count = 0
+
+    def _fresh(self, hint: str) -> str:
+        while True:
+            self._count += 1
+            name = f"{self.prefix}/{hint}_{self._count}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+    def op(self, op_type: str, *inputs: str, **attrs: Any) -> str:
+        """Append node *op_type*; return the name of its output."""
+        output = self._fresh(op_type)
+        self.nodes.append(helper.make_node(op_type, list(inputs), [output], name=output, **attrs))
+        return output
+
+    def const(self, value: np.ndarray) -> str:
+        """Append a ``Constant`` node holding *value*; return its output name."""
+        output = self._fresh("Constant")
+        tensor = numpy_helper.from_array(np.asarray(value), name=output)
+        self.nodes.append(helper.make_node("Constant", [], [output], name=output, value=tensor))
+        return output
+
+
+def _default_opset(model: onnx.ModelProto) -> int:
+    for entry in model.opset_import:
+        if entry.domain in _DEFAULT_DOMAINS:
+            return int(entry.version)
+    raise LoweringError("the model imports no default ONNX opset")
+
+
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """*graph* and every subgraph (If/Loop/Scan bodies) below it."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield from _graphs(sub)
+
+
+def count_deform_conv(model: onnx.ModelProto) -> int:
+    """Number of ONNX ``DeformConv`` nodes in *model*'s graph and subgraphs."""
+    return sum(
+        n.op_type == "DeformConv" and n.domain in _DEFAULT_DOMAINS
+        for g in _graphs(model.graph)
+        for n in g.node
+    )
+
+
+def _value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception:  # shape inference is a help, never required: fall back to declared types
+        inferred = model
+    types: dict[str, onnx.TypeProto] = {}
+    for graph in _graphs(inferred.graph):
+        for info in [*graph.input, *graph.value_info, *graph.output]:
+            types[info.name] = info.type
+        for init in graph.initializer:
+            types[init.name] = helper.make_tensor_type_proto(init.data_type, list(init.dims))
+    return types
+
+
+def _static_shape(type_proto: onnx.TypeProto | None) -> list[int] | None:
+    if type_proto is None or not type_proto.HasField("tensor_type"):
+        return None
+    tensor = type_proto.tensor_type
+    if not tensor.HasField("shape"):
+        return None
+    dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim]
+    return dims
+
+
+def _spec_for(node: onnx.NodeProto, types: dict[str, onnx.TypeProto]) -> DeformConvSpec:
+    label = f"DeformConv node {node.name or '(unnamed)'!r}"
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    inputs = list(node.input) + [""] * (5 - len(node.input))
+    x_name, w_name, offset_name, bias_name, mask_name = inputs[:5]
+    if not x_name or not w_name or not offset_name:
+        raise LoweringError(f"{label} needs inputs X, W and offset, got {list(node.input)}")
+
+    kernel = attrs.get("kernel_shape")
+    if kernel is None:
+        w_shape = _static_shape(types.get(w_name))
+        if w_shape is None or len(w_shape) != 4 or min(w_shape[2:]) < 1:
+            raise LoweringError(
+                f"{label}: the kernel shape is unknown (no kernel_shape attribute and weight "
+                f"{w_name!r} has no static 4-D shape); "
+                "only 2-D DeformConv with a known kernel is supported"
+            )
+        kernel = w_shape[2:]
+    if len(kernel) != 2:
+        raise LoweringError(
+            f"{label}: only 2-D DeformConv is supported, got kernel_shape {list(kernel)}"
+        )
+    elem = 1
+    x_type = types.get(x_name)
+    if x_type is not None and x_type.HasField("tensor_type") and x_type.tensor_type.elem_type:
+        elem = x_type.tensor_type.elem_type
+    try:
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem))
+        return DeformConvSpec(
+            kernel_shape=(int(kernel[0]), int(kernel[1])),
+            strides=tuple(attrs.get("strides", [1, 1])),
+            pads=tuple(attrs.get("pads", [0, 0, 0, 0])),
+            dilations=tuple(attrs.get("dilations", [1, 1])),
+            group=int(attrs.get("group", 1)),
+            offset_group=int(attrs.get("offset_group", 1)),
+            has_mask=bool(mask_name),
+            has_bias=bool(bias_name),
+            dtype=dtype,
+        )
+    except ValueError as exc:
+        raise LoweringError(f"{label}: {exc}") from exc
+
+
+def lower_deform_conv(
+    model: onnx.ModelProto, opset: int | None = None, *, variant: str | None = None
+) -> onnx.ModelProto:
+    """Return a copy of *model* with every ONNX ``DeformConv`` node replaced by standard operators.
+
+    Args:
+        model: a model that may contain ``DeformConv`` (opset 19/22 semantics) in its main
+            graph or in subgraphs.
+        opset: the default-domain opset of the result. ``None`` keeps the model's own opset
+            (a model whose opset is below 19 but still holds ``DeformConv``, as torch's
+            dynamo exporter writes for ``opset_version < 19``, becomes valid at that opset).
+            A different value converts the rest of the model with
+            ``onnx.version_converter``. Must be >= 12.
+        variant: ``"gridsample"`` (opset >= 16, default there) or ``"gathernd"`` (default
+            at opsets 12-15).
+
+    Raises:
+        LoweringError: a node cannot be rewritten (unknown kernel shape, 3-D, ...).
+        ValueError: *opset* is below 12, or the other operators cannot be converted to it.
+    """
+    result = onnx.ModelProto()
+    result.CopyFrom(model)
+    current = _default_opset(result)
+    target = current if opset is None else opset
+    check_opset(target)
+    if target != current:
+        result = _convert_rest(result, target)
+
+    types = _value_types(result)
+    taken: set[str] = set()
+    for graph in _graphs(result.graph):
+        taken.update(n for node in graph.node for n in [*node.input, *node.output, node.name])
+        taken.update(i.name for i in graph.initializer)
+        taken.update(i.name for i in graph.input)
+
+    lowered = 0
+    for graph in list(_graphs(result.graph)):
+        new_nodes: list[onnx.NodeProto] = []
+        for node in graph.node:
+            if node.op_type != "DeformConv" or node.domain not in _DEFAULT_DOMAINS:
+                new_nodes.append(node)
+                continue
+            spec = _spec_for(node, types)
+            inputs = list(node.input) + [""] * (5 - len(node.input))
+            emitter = NodeListEmitter(node.name or f"DeformConv_{lowered}", taken)
+            out = build_deform_conv(
+                emitter,
+                spec,
+                inputs[0],
+                inputs[1],
+                inputs[2],
+                mask=inputs[4] or None,
+                bias=inputs[3] or None,
+                opset=target,
+                variant=variant,
+            )
+            # Keep the node's output name: consumers and graph outputs refer to it.
+            emitter.nodes.append(
+                helper.make_node(
+                    "Identity", [out], [node.output[0]], name=f"{emitter.prefix}/output"
+                )
+            )
+            new_nodes.extend(emitter.nodes)
+            lowered += 1
+        del graph.node[:]
+        graph.node.extend(new_nodes)
+
+    for entry in result.opset_import:
+        if entry.domain in _DEFAULT_DOMAINS:
+            entry.version = target
+    return result
+
+
+def _convert_rest(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
+    """Convert every operator but DeformConv to *target* (DeformConv is rewritten afterwards)."""
+    from onnx import version_converter
+
+    if count_deform_conv(model):
+        # The version converter does not know DeformConv; hide the nodes behind a private
+        # domain for the conversion and bring them back afterwards.
+        for graph in _graphs(model.graph):
+            for node in graph.node:
+                if node.op_type == "DeformConv" and node.domain in _DEFAULT_DOMAINS:
+                    node.domain = "deform_conv2d_onnx_exporter.pending"
+        model.opset_import.append(helper.make_opsetid("deform_conv2d_onnx_exporter.pending", 1))
+    try:
+        converted = version_converter.convert_version(model, target)
+    except Exception as exc:
+        raise ValueError(
+            f"cannot convert the model's other operators from opset "
+            f"{_default_opset(model)} to {target}: {exc}"
+        ) from exc
+    for graph in _graphs(converted.graph):
+        for node in graph.node:
+            if node.domain == "deform_conv2d_onnx_exporter.pending":
+                node.domain = ""
+    kept = [e for e in converted.opset_import if e.domain != "deform_conv2d_onnx_exporter.pending"]
+    del converted.opset_import[:]
+    converted.opset_import.extend(kept)
+    return converted
