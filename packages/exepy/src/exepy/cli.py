@@ -10,7 +10,12 @@ from exepy import __version__
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of `exepy`."""
-    parser = argparse.ArgumentParser(prog="exepy", description="Pack Python sources and data files into a Windows executable's resources, from any OS.")
+    parser = argparse.ArgumentParser(
+        prog="exepy",
+        description=(
+            "Pack Python sources and data files into a Windows executable's resources, from any OS."
+        ),
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_subparsers(dest="command", metavar="COMMAND")
     return parser

@@ -1,0 +1,136 @@
+"""Helpers for exepy's tests: real PE files, Wine, and the resdump harness's output."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from components import require_command
+from exepy.corpus import distlib_launchers, wine_binaries
+from exepy.restree import ResourceId, ResourceKey
+
+HARNESS_DIR = Path(__file__).parent / "harness"
+
+
+def launcher(name: str) -> Path:
+    """One of pip's distlib launchers (t32.exe x86, t64.exe x64, t64-arm.exe ARM64...)."""
+    for path in distlib_launchers():
+        if path.name == name:
+            return path
+    pytest.skip(f"pip's distlib launcher {name} is not installed")
+
+
+def wine_binary(name: str) -> Path:
+    """One of Wine's own Windows binaries (skips, or fails on CI, without Wine)."""
+    for path in wine_binaries():
+        if path.name == name and "x86_64" in str(path):
+            return path
+    require_command("wine64", "wine64")
+    pytest.skip(f"Wine ships no {name} here")
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def windows_path(path: Path) -> str:
+    """The path Wine's Z: drive gives a Unix path."""
+    return "Z:" + str(Path(path).resolve()).replace("/", "\\")
+
+
+@dataclass
+class Wine:
+    """A headless Wine prefix for this session."""
+
+    wine: str
+    env: dict[str, str]
+    work: Path
+
+    def run(
+        self, args: list[str], timeout: float = 60, cwd: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a Windows program; stdout and stderr go through files (see ENVIRONMENT.md)."""
+        out = self.work / "wine.out"
+        err = self.work / "wine.err"
+        with open(out, "wb") as o, open(err, "wb") as e:
+            proc = subprocess.run(
+                [self.wine, *args],
+                env=self.env,
+                stdout=o,
+                stderr=e,
+                timeout=timeout,
+                cwd=cwd or self.work,
+                check=False,
+            )
+        return subprocess.CompletedProcess(
+            proc.args,
+            proc.returncode,
+            out.read_bytes().decode("utf-8", "replace"),
+            err.read_bytes().decode("utf-8", "replace"),
+        )
+
+
+@dataclass
+class Dump:
+    """What resdump.exe reported: resources found by enumeration, and direct look-ups."""
+
+    resources: dict[tuple[str, str, int], tuple[int, str]]
+    found: list[tuple[str, str, int, tuple[int, str] | None]]
+
+
+def loader_key(key: ResourceKey) -> tuple[str, str, int]:
+    """How resdump prints a key: ids as #n, names as stored."""
+
+    def show(value: ResourceId) -> str:
+        return f"#{value}" if isinstance(value, int) else value
+
+    return show(key[0]), show(key[1]), key[2]
+
+
+def expected_dump(
+    resources: Mapping[ResourceKey, bytes],
+) -> dict[tuple[str, str, int], tuple[int, str]]:
+    return {loader_key(k): (len(v), sha256(v)) for k, v in resources.items()}
+
+
+@dataclass
+class Harness:
+    """resdump.exe under Wine."""
+
+    wine: Wine
+    exe: Path
+
+    def dump(
+        self, target: Path | str, lookups: list[tuple[str, str, int]] = (), exe: Path | None = None
+    ) -> Dump:  # type: ignore[assignment]
+        out = self.wine.work / "dump.txt"
+        out.unlink(missing_ok=True)
+        args = [
+            str(exe or self.exe),
+            target if isinstance(target, str) else windows_path(target),
+            windows_path(out),
+        ]
+        for t, n, lang in lookups:
+            args += [t, n, str(lang)]
+        proc = self.wine.run(args)
+        assert out.exists(), (
+            f"resdump wrote nothing (exit {proc.returncode}): {proc.stderr[-2000:]}"
+        )
+        lines = out.read_text("utf-8").splitlines()
+        assert lines[0] == "OK", lines[0]
+        assert lines[-1] == "END", "resdump did not finish"
+        resources: dict[tuple[str, str, int], tuple[int, str]] = {}
+        found: list[tuple[str, str, int, tuple[int, str] | None]] = []
+        for line in lines[1:-1]:
+            tag, t, n, lang, *rest = line.split("\t")
+            value = None if rest == ["MISSING"] else (int(rest[0]), rest[1])
+            if tag == "RES":
+                assert value is not None
+                resources[t, n, int(lang)] = value
+            else:
+                found.append((t, n, int(lang), value))
+        return Dump(resources, found)
