@@ -3,17 +3,118 @@
 from __future__ import annotations
 
 import argparse
+import getpass
+import os
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from lfs_server import __version__
+from lfs_server.config import ENV_VARS, Config, ConfigError
+
+
+def _add_data(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data",
+        type=Path,
+        metavar="DIR",
+        help="data directory (env LFS_DATA_DIR; default ./lfs-data)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of `lfs-server`."""
-    parser = argparse.ArgumentParser(prog="lfs-server", description="A Git LFS server: Flask under gunicorn behind nginx.")
+    env_help = "\n".join(f"  {var:<24} {text}" for var, _field, _kind, text in ENV_VARS)
+    parser = argparse.ArgumentParser(
+        prog="lfs-server",
+        description="A Git LFS server: Flask under gunicorn behind nginx.",
+        epilog=f"environment variables (flags win over them):\n{env_help}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run nginx + gunicorn as one supervised unit")
+    _add_data(serve)
+    serve.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="address to listen on (env LFS_LISTEN; default 127.0.0.1:8080)",
+    )
+    serve.add_argument(
+        "--workers", type=int, metavar="N", help="gunicorn workers (env LFS_WORKERS; default 2)"
+    )
+    serve.add_argument(
+        "--public-url",
+        metavar="URL",
+        help="base URL clients reach the server at (env LFS_PUBLIC_URL)",
+    )
+    serve.add_argument(
+        "--no-nginx", action="store_true", help="development mode: gunicorn serves bodies itself"
+    )
+
+    conf = sub.add_parser("nginx-config", help="print an nginx config for running your own nginx")
+    _add_data(conf)
+    conf.add_argument("--listen", metavar="HOST:PORT", help="address nginx listens on")
+    conf.add_argument(
+        "--upstream",
+        metavar="ADDR",
+        help="where gunicorn listens (default unix:DATA/run/gunicorn.sock)",
+    )
+
+    user = sub.add_parser("user", help="manage users and their permissions")
+    user_sub = user.add_subparsers(dest="user_command", metavar="ACTION")
+    add = user_sub.add_parser("add", help="add a user (password from --password-stdin or a prompt)")
+    _add_data(add)
+    add.add_argument("name")
+    add.add_argument(
+        "--grant",
+        action="append",
+        default=[],
+        metavar="PATTERN=LEVEL",
+        help="permission on repositories matching PATTERN: read, write or admin (repeatable)",
+    )
+    add.add_argument(
+        "--password-stdin", action="store_true", help="read the password from standard input"
+    )
+    add.add_argument(
+        "--update", action="store_true", help="change an existing user (password and grants)"
+    )
+    remove = user_sub.add_parser("remove", help="remove a user")
+    _add_data(remove)
+    remove.add_argument("name")
+    lst = user_sub.add_parser("list", help="list users and permissions")
+    _add_data(lst)
+
+    repo = sub.add_parser("repo", help="manage repositories (needed when LFS_AUTO_CREATE is off)")
+    repo_sub = repo.add_subparsers(dest="repo_command", metavar="ACTION")
+    create = repo_sub.add_parser("create", help="create a repository")
+    _add_data(create)
+    create.add_argument("name", help="repository path, e.g. team/game.git")
+    rlist = repo_sub.add_parser("list", help="list repositories")
+    _add_data(rlist)
+
+    fsck = sub.add_parser("fsck", help="re-hash stored objects and report bad ones")
+    _add_data(fsck)
+    fsck.add_argument(
+        "--quarantine", action="store_true", help="move bad objects to DATA/quarantine"
+    )
+    fsck.add_argument("--repo", help="check one repository only")
+
+    hook = sub.add_parser(
+        "pre-receive", help="git pre-receive hook: refuse pushes touching others' locks"
+    )
+    hook.add_argument(
+        "--url", required=True, help="the repository's LFS endpoint, .../repo.git/info/lfs"
+    )
+    hook.add_argument(
+        "--user-env", default="REMOTE_USER", help="variable naming the pusher (default REMOTE_USER)"
+    )
     return parser
+
+
+def _config(args: argparse.Namespace, **extra: object) -> Config:
+    return Config.from_env(None, data_dir=getattr(args, "data", None), **extra)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -23,7 +124,152 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    try:
+        return _dispatch(parser, args)
+    except ConfigError as exc:
+        print(f"lfs-server: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from lfs_server.users import UsersError
+    from lfs_server.validation import ApiError
+
+    try:
+        if args.command == "serve":
+            return _serve(args)
+        if args.command == "nginx-config":
+            return _nginx_config(args)
+        if args.command == "user":
+            return _user(parser, args)
+        if args.command == "repo":
+            return _repo(parser, args)
+        if args.command == "fsck":
+            return _fsck(args)
+        if args.command == "pre-receive":
+            return _pre_receive(args)
+    except UsersError as exc:
+        print(f"lfs-server: {exc}", file=sys.stderr)
+        return 2
+    except ApiError as exc:
+        print(f"lfs-server: {exc.message}", file=sys.stderr)
+        return 2
+    parser.error(f"unknown command {args.command!r}")
+    return 2
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from lfs_server.serve import ServeError, Supervisor
+
+    config = _config(args, listen=args.listen, workers=args.workers, public_url=args.public_url)
+    supervisor = Supervisor(config, use_nginx=not args.no_nginx, out=sys.stdout, err=sys.stderr)
+    try:
+        return supervisor.run()
+    except ServeError as exc:
+        print(f"lfs-server: {exc}", file=sys.stderr)
+        return 1
+
+
+def _nginx_config(args: argparse.Namespace) -> int:
+    from lfs_server.nginx import render_nginx_config
+    from lfs_server.serve import prepare
+    from lfs_server.tokens import proxy_secret
+
+    config = _config(args, listen=args.listen)
+    key = prepare(config)
+    sys.stdout.write(render_nginx_config(config, proxy_secret(key), upstream=args.upstream))
     return 0
+
+
+def _user(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from lfs_server.users import UserDB, parse_grant
+
+    if args.user_command is None:
+        parser.parse_args(["user", "--help"])
+    config = _config(args)
+    db = UserDB.load(config.users_path)
+    if args.user_command == "add":
+        grants = dict(parse_grant(g) for g in args.grant)
+        if args.password_stdin:
+            password = sys.stdin.readline().rstrip("\r\n")
+        elif sys.stdin.isatty():
+            password = getpass.getpass(f"password for {args.name}: ")
+            if getpass.getpass("again: ") != password:
+                print("lfs-server: passwords differ", file=sys.stderr)
+                return 2
+        else:
+            print(
+                "lfs-server: give the password with --password-stdin (no terminal to prompt on)",
+                file=sys.stderr,
+            )
+            return 2
+        db.add(args.name, password, grants, replace=args.update)
+        db.save()
+        print(
+            f"user {args.name}: "
+            + (
+                ", ".join(f"{p}={lv}" for p, lv in sorted(db.users[args.name].permissions.items()))
+                or "no permissions yet"
+            )
+        )
+        return 0
+    if args.user_command == "remove":
+        db.remove(args.name)
+        db.save()
+        print(f"removed user {args.name}")
+        return 0
+    for user in db.users.values():
+        shown = ", ".join(f"{p}={lv}" for p, lv in sorted(user.permissions.items())) or "-"
+        print(f"{user.name}\t{shown}")
+    return 0
+
+
+def _repo(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from lfs_server.storage import Store
+    from lfs_server.validation import normalize_repo
+
+    if args.repo_command is None:
+        parser.parse_args(["repo", "--help"])
+    config = _config(args)
+    store = Store(config.repos_dir, config.tmp_dir)
+    if args.repo_command == "create":
+        name = normalize_repo(args.name)
+        store.create_repo(name)
+        print(f"created {name}.git")
+        return 0
+    for name in store.list_repos():
+        print(name)
+    return 0
+
+
+def _fsck(args: argparse.Namespace) -> int:
+    from lfs_server.fsck import check_store
+    from lfs_server.storage import Store
+
+    config = _config(args)
+    store = Store(config.repos_dir, config.tmp_dir)
+    checked = bad = 0
+    for obj, problem in check_store(
+        store, config.quarantine_dir if args.quarantine else None, args.repo
+    ):
+        checked += 1
+        if problem is not None:
+            bad += 1
+            where = f"; moved to {problem.moved_to}" if problem.moved_to else ""
+            print(f"BAD {obj.repo} {obj.oid}: bytes hash to {problem.actual}{where}")
+    print(f"checked {checked} objects, {bad} bad")
+    return 1 if bad else 0
+
+
+def _pre_receive(args: argparse.Namespace) -> int:
+    from lfs_server.prereceive import run_hook
+
+    status, message = run_hook(args.url, sys.stdin, os.environ, args.user_env)
+    if message:
+        print(message, file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

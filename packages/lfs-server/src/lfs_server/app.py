@@ -1,0 +1,127 @@
+"""The Flask application factory: `create_app(config)` wires services and blueprints."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+import uuid
+
+from flask import Flask, Response, g, request
+from werkzeug.exceptions import HTTPException
+
+from lfs_server import batch_api, locks_api, ops_api, transfer_api
+from lfs_server.config import Config
+from lfs_server.locks import LockDB
+from lfs_server.storage import Store
+from lfs_server.tokens import TokenSigner, load_or_create_key, proxy_secret
+from lfs_server.validation import ApiError
+from lfs_server.web import Services, error_response
+
+ACCESS_LOGGER = "lfs_server.access"
+
+
+def create_app(config: Config) -> Flask:
+    """Build the WSGI app for *config* (creates the data directories and key if missing)."""
+    app = Flask("lfs_server", static_folder=None)
+    app.config["MAX_CONTENT_LENGTH"] = None
+    for path in (config.repos_dir, config.tmp_dir, config.run_dir):
+        path.mkdir(parents=True, exist_ok=True)
+    key = load_or_create_key(config.key_path)
+    app.extensions["lfs"] = Services(
+        config=config,
+        store=Store(config.repos_dir, config.tmp_dir),
+        signer=TokenSigner(key),
+        locks=LockDB(config.locks_path),
+        proxy_secret=proxy_secret(key),
+    )
+    for blueprint in (batch_api.bp, transfer_api.bp, locks_api.bp, ops_api.bp):
+        app.register_blueprint(blueprint)
+    _install_hooks(app)
+    return app
+
+
+def access_logger() -> logging.Logger:
+    """The access log: one line per request on stderr (gunicorn passes it through)."""
+    logger = logging.getLogger(ACCESS_LOGGER)
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+    return logger
+
+
+def _install_hooks(app: Flask) -> None:
+    log = access_logger()
+
+    @app.before_request
+    def _start() -> None:
+        g.start = time.monotonic()
+        g.request_id = request.headers.get("X-Request-Id") or uuid.uuid4().hex
+        g.user = None
+        g.repo = None
+
+    @app.errorhandler(ApiError)
+    def _api_error(exc: ApiError) -> Response:
+        return error_response(exc.status, exc.message, **exc.extra)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> Response:
+        status = exc.code or 500
+        message = {
+            404: f"no such endpoint: {request.method} {request.path}",
+            405: f"method {request.method} is not allowed on {request.path}",
+        }.get(status, exc.description or exc.name)
+        response = error_response(status, message)
+        allowed = getattr(exc, "valid_methods", None)
+        if status == 405 and allowed:
+            response.headers["Allow"] = ", ".join(allowed)
+        return response
+
+    @app.errorhandler(Exception)
+    def _crash(exc: Exception) -> Response:
+        app.logger.exception("unhandled error in %s %s", request.method, request.path)
+        return error_response(500, "internal server error; the server log has the details")
+
+    @app.after_request
+    def _account(response: Response) -> Response:
+        elapsed = time.monotonic() - g.get("start", time.monotonic())
+        endpoint = request.endpoint or "unknown"
+        nbytes = g.get("object_bytes") or response.content_length or 0
+        response.headers["X-Request-Id"] = g.get("request_id", "")
+        log.info(
+            'request_id=%s user=%s repo=%s "%s %s" status=%d bytes=%d time_ms=%.1f',
+            g.get("request_id"),
+            g.get("user") if g.get("user") is not None else "-",
+            g.get("repo") or "-",
+            request.method,
+            request.path,
+            response.status_code,
+            nbytes,
+            elapsed * 1000,
+        )
+        increments = [
+            (
+                "lfs_requests_total",
+                f'endpoint="{endpoint}",method="{request.method}",status="{response.status_code}"',
+                1.0,
+            )
+        ]
+        if response.status_code >= 400:
+            increments.append(
+                ("lfs_errors_total", f'endpoint="{endpoint}",status="{response.status_code}"', 1.0)
+            )
+        elif endpoint == "transfer.upload":
+            increments += [
+                ("lfs_upload_bytes_total", "", float(nbytes)),
+                ("lfs_objects_uploaded_total", "", 1.0),
+            ]
+        elif endpoint == "transfer.download":
+            increments.append(("lfs_download_bytes_total", "", float(nbytes)))
+        try:
+            app.extensions["lfs"].locks.add_counters(increments)
+        except Exception:  # metrics must never break a request
+            app.logger.exception("could not update counters")
+        return response

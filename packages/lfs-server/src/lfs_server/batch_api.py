@@ -1,0 +1,72 @@
+"""The batch API: `POST <repo>/info/lfs/objects/batch`."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from flask import Blueprint, Response
+
+from lfs_server.validation import HASH_ALGO, ApiError, ObjectSpec, parse_batch
+from lfs_server.web import authorize, base_url, lfs_response, read_json, repo_from_path, services
+
+bp = Blueprint("batch", __name__)
+
+
+@bp.post("/<path:repo>/info/lfs/objects/batch")
+def batch(repo: str) -> Response:
+    """Answer a batch request with per-object actions or errors."""
+    repo = repo_from_path(repo)
+    svc = services()
+    request_body = parse_batch(
+        read_json(), svc.config.max_batch_objects, svc.config.max_object_size
+    )
+    upload = request_body.operation == "upload"
+    user = authorize(repo, "write" if upload else "read")
+    if not svc.store.repo_exists(repo):
+        if not svc.config.auto_create:
+            raise ApiError(
+                404, f"repository {repo!r} does not exist on this server (auto-creation is off)"
+            )
+        if upload:
+            svc.store.create_repo(repo)
+    expires_at = int(time.time()) + svc.config.token_ttl
+    base = base_url(repo)
+    objects = [_answer(spec, repo, user, upload, base, expires_at) for spec in request_body.objects]
+    return lfs_response({"transfer": "basic", "objects": objects, "hash_algo": HASH_ALGO})
+
+
+def _answer(
+    spec: ObjectSpec, repo: str, user: str, upload: bool, base: str, expires_at: int
+) -> dict[str, Any]:
+    if spec.error is not None:
+        code, message = spec.error
+        return {"oid": spec.oid, "size": spec.size, "error": {"code": code, "message": message}}
+    svc = services()
+    oid, size = str(spec.oid), int(spec.size)
+    stored = svc.store.stored_size(repo, oid)
+    entry: dict[str, Any] = {"oid": oid, "size": size, "authenticated": True}
+    ttl = svc.config.token_ttl
+
+    def action(href: str, operation: str) -> dict[str, Any]:
+        token = svc.signer.issue(repo, operation, oid, size, user, expires_at)
+        return {"href": href, "header": {"Authorization": f"Bearer {token}"}, "expires_in": ttl}
+
+    if upload:
+        # A stored object of another size is damaged (its oid fixes its size): let the
+        # client upload it again; the PUT verifies the new bytes before replacing it.
+        if stored != size:
+            entry["actions"] = {
+                "upload": action(f"{base}/upload/{oid}/{size}", "upload"),
+                "verify": action(f"{base}/verify", "verify"),
+            }
+        return entry
+    if stored is None:
+        entry.pop("authenticated")
+        entry["error"] = {"code": 404, "message": f"object {oid} does not exist in {repo!r}"}
+    elif stored != size:
+        entry.pop("authenticated")
+        entry["error"] = {"code": 422, "message": f"object {oid} is {stored} bytes, not {size}"}
+    else:
+        entry["actions"] = {"download": action(f"{base}/objects/{oid}", "download")}
+    return entry

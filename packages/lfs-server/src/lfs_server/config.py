@@ -1,0 +1,188 @@
+"""Server configuration: one frozen dataclass, filled from environment variables and flags.
+
+The environment variable names are the public interface (the Dockerfile, the README and
+`lfs-server serve` all use them); `Config.from_env` and `Config.to_env` round-trip them so
+that `serve` can hand the same settings to its gunicorn workers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+# (environment variable, Config field, kind, help): the one table the CLI, README and
+# Dockerfile follow.
+ENV_VARS: tuple[tuple[str, str, str, str], ...] = (
+    ("LFS_DATA_DIR", "data_dir", "path", "where objects, users, locks and runtime files live"),
+    ("LFS_LISTEN", "listen", "str", "HOST:PORT nginx (or gunicorn with --no-nginx) listens on"),
+    ("LFS_WORKERS", "workers", "int", "gunicorn worker processes"),
+    ("LFS_PUBLIC_URL", "public_url", "str", "base URL clients use, if not the request's host"),
+    ("LFS_AUTO_CREATE", "auto_create", "bool", "create a repository on its first upload"),
+    (
+        "LFS_ANONYMOUS_READ",
+        "anonymous_read",
+        "bool",
+        "allow downloads and lock listing without login",
+    ),
+    ("LFS_MAX_BATCH_OBJECTS", "max_batch_objects", "int", "objects per batch request (more: 413)"),
+    ("LFS_MAX_OBJECT_SIZE", "max_object_size", "int", "largest object in bytes (0: no limit)"),
+    ("LFS_TOKEN_TTL", "token_ttl", "int", "seconds an action token stays valid"),
+    ("LFS_BODY_MODE", "body_mode", "str", "'nginx' (bodies through nginx) or 'stream' (Flask)"),
+    ("LFS_USERS_FILE", "users_file", "path", "users and permissions (default DATA/users.json)"),
+    ("LFS_LOCKS_DB", "locks_db", "path", "SQLite file for locks (default DATA/locks.sqlite3)"),
+    (
+        "LFS_SECRET_KEY_FILE",
+        "secret_key_file",
+        "path",
+        "token signing key (default DATA/secret.key)",
+    ),
+    ("LFS_NGINX_BODY_DIR", "nginx_body_dir", "path", "nginx body temp dir (default DATA/tmp/body)"),
+)
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+class ConfigError(ValueError):
+    """A setting has a value the server cannot use; the message names it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Everything the app and the process supervisor need to know."""
+
+    data_dir: Path = Path("lfs-data")
+    listen: str = "127.0.0.1:8080"
+    workers: int = 2
+    public_url: str = ""
+    auto_create: bool = True
+    anonymous_read: bool = False
+    max_batch_objects: int = 1000
+    max_object_size: int = 0
+    token_ttl: int = 3600
+    body_mode: str = "nginx"
+    users_file: Path | None = None
+    locks_db: Path | None = None
+    secret_key_file: Path | None = None
+    nginx_body_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.body_mode not in ("nginx", "stream"):
+            raise ConfigError(f"LFS_BODY_MODE must be 'nginx' or 'stream', got {self.body_mode!r}")
+        for name in ("workers", "max_batch_objects", "token_ttl"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.max_object_size < 0:
+            raise ConfigError(f"max_object_size must be >= 0, got {self.max_object_size}")
+        parse_listen(self.listen)
+
+    # Derived paths: everything defaults to a place under data_dir.
+    @property
+    def root(self) -> Path:
+        """The data directory as an absolute path."""
+        return Path(self.data_dir).resolve()
+
+    @property
+    def repos_dir(self) -> Path:
+        """Where each repository's objects live (`<repo>.git/objects/aa/bb/<oid>`)."""
+        return self.root / "repos"
+
+    @property
+    def tmp_dir(self) -> Path:
+        """Temporary files; on the store's filesystem so a rename publishes atomically."""
+        return self.root / "tmp"
+
+    @property
+    def body_dir(self) -> Path:
+        """nginx's client body temp dir: the only place an upload body may come from."""
+        return Path(self.nginx_body_dir or self.tmp_dir / "body").resolve()
+
+    @property
+    def run_dir(self) -> Path:
+        """Runtime files: the generated nginx config, the gunicorn socket, pid files, logs."""
+        return self.root / "run"
+
+    @property
+    def quarantine_dir(self) -> Path:
+        """Where `fsck --quarantine` moves objects whose bytes do not match their oid."""
+        return self.root / "quarantine"
+
+    @property
+    def users_path(self) -> Path:
+        """The users file."""
+        return Path(self.users_file or self.root / "users.json").resolve()
+
+    @property
+    def locks_path(self) -> Path:
+        """The SQLite database of locks (and request counters for /metrics)."""
+        return Path(self.locks_db or self.root / "locks.sqlite3").resolve()
+
+    @property
+    def key_path(self) -> Path:
+        """The secret key that signs action tokens."""
+        return Path(self.secret_key_file or self.root / "secret.key").resolve()
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Config:
+        """Build a Config from `LFS_*` variables in *environ*; *overrides* win over both."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        for var, field, kind, _help in ENV_VARS:
+            raw = environ.get(var)
+            if raw is None:
+                continue
+            values[field] = _convert(var, raw, kind)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        try:
+            return cls(**values)  # type: ignore[arg-type]
+        except TypeError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def to_env(self) -> dict[str, str]:
+        """The `LFS_*` variables that make `Config.from_env` rebuild this config."""
+        env: dict[str, str] = {}
+        for var, field, kind, _help in ENV_VARS:
+            value = getattr(self, field)
+            if value is None:
+                continue
+            if kind == "bool":
+                env[var] = "1" if value else "0"
+            elif kind == "path":
+                env[var] = str(Path(value).resolve())
+            else:
+                env[var] = str(value)
+        return env
+
+
+def _convert(var: str, raw: str, kind: str) -> object:
+    if kind == "int":
+        try:
+            return int(raw)
+        except ValueError:
+            raise ConfigError(f"{var} must be an integer, got {raw!r}") from None
+    if kind == "bool":
+        low = raw.strip().lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise ConfigError(f"{var} must be one of 1/0/true/false/yes/no/on/off, got {raw!r}")
+    if kind == "path":
+        return Path(raw)
+    return raw
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """Split `HOST:PORT` (IPv6 hosts in brackets); raise ConfigError naming the problem."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host:
+        raise ConfigError(f"listen address must be HOST:PORT, e.g. 127.0.0.1:8080, got {listen!r}")
+    try:
+        number = int(port)
+    except ValueError:
+        raise ConfigError(f"listen port must be a number, got {port!r} in {listen!r}") from None
+    if not 0 < number < 65536:
+        raise ConfigError(f"listen port must be 1-65535, got {number}")
+    return host, number

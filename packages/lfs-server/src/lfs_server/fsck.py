@@ -1,0 +1,31 @@
+"""`lfs-server fsck`: re-hash every stored object and report (or quarantine) bad ones."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+from lfs_server.storage import Store, StoredObject, sha256_file
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """An object whose bytes do not hash to its name."""
+
+    obj: StoredObject
+    actual: str
+    moved_to: Path | None = None
+
+
+def check_store(
+    store: Store, quarantine_dir: Path | None = None, repo: str | None = None
+) -> Iterator[tuple[StoredObject, Problem | None]]:
+    """Hash each object; yield (object, problem or None); move bad ones if asked."""
+    for obj in store.iter_objects(repo):
+        digest, _size = sha256_file(obj.path)
+        if digest == obj.oid:
+            yield obj, None
+            continue
+        moved = store.quarantine(obj, quarantine_dir) if quarantine_dir is not None else None
+        yield obj, Problem(obj, digest, moved)

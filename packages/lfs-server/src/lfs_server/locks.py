@@ -1,0 +1,163 @@
+"""File locks (the git-lfs locking API) and request counters, in one SQLite database.
+
+SQLite from the standard library: every gunicorn worker opens its own connection per
+request; WAL mode lets readers proceed while one writer commits. The UNIQUE(repo, path)
+constraint is what makes a lock exclusive, even between workers racing each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS locks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    repo TEXT NOT NULL,
+    path TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    locked_at TEXT NOT NULL,
+    ref TEXT,
+    UNIQUE (repo, path)
+);
+CREATE TABLE IF NOT EXISTS counters (
+    name TEXT NOT NULL,
+    labels TEXT NOT NULL,
+    value REAL NOT NULL,
+    PRIMARY KEY (name, labels)
+);
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Lock:
+    """One lock, as the API returns it."""
+
+    id: int
+    repo: str
+    path: str
+    owner: str
+    locked_at: str
+
+    def to_json(self) -> dict[str, object]:
+        """The lock object of the locking API."""
+        return {
+            "id": str(self.id),
+            "path": self.path,
+            "locked_at": self.locked_at,
+            "owner": {"name": self.owner},
+        }
+
+
+class LockExists(Exception):
+    """Creating a lock failed because *lock* already holds the path."""
+
+    def __init__(self, lock: Lock) -> None:
+        super().__init__(f"{lock.path} is already locked by {lock.owner}")
+        self.lock = lock
+
+
+class LockDB:
+    """Locks and counters in the SQLite file at *path*."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as conn:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(_SCHEMA)
+
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+        try:
+            conn.execute("PRAGMA busy_timeout=10000")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            yield conn
+        finally:
+            conn.close()
+
+    @staticmethod
+    def _row(row: tuple[int, str, str, str, str]) -> Lock:
+        return Lock(*row)
+
+    def create(self, repo: str, path: str, owner: str, ref: str | None = None) -> Lock:
+        """Lock *path* in *repo* for *owner*; raise LockExists with the holder if taken."""
+        now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+        with self._connect() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                cur = conn.execute(
+                    "INSERT INTO locks (repo, path, owner, locked_at, ref) VALUES (?, ?, ?, ?, ?)",
+                    (repo, path, owner, now, ref),
+                )
+            except sqlite3.IntegrityError:
+                conn.execute("ROLLBACK")
+                existing = self.find(repo, path=path)
+                if not existing:  # unlocked in between: let the caller retry
+                    raise
+                raise LockExists(existing[0]) from None
+            conn.execute("COMMIT")
+            return Lock(int(cur.lastrowid or 0), repo, path, owner, now)
+
+    def find(
+        self,
+        repo: str,
+        *,
+        path: str | None = None,
+        lock_id: int | None = None,
+        cursor: int = 0,
+        limit: int = 100,
+    ) -> list[Lock]:
+        """Locks of *repo* (optionally one path or id) with id >= cursor, oldest first."""
+        sql = "SELECT id, repo, path, owner, locked_at FROM locks WHERE repo = ? AND id >= ?"
+        args: list[object] = [repo, cursor]
+        if path is not None:
+            sql += " AND path = ?"
+            args.append(path)
+        if lock_id is not None:
+            sql += " AND id = ?"
+            args.append(lock_id)
+        sql += " ORDER BY id LIMIT ?"
+        args.append(limit)
+        with self._connect() as conn:
+            return [self._row(r) for r in conn.execute(sql, args).fetchall()]
+
+    def get(self, repo: str, lock_id: int) -> Lock | None:
+        """The lock with *lock_id* in *repo*, or None."""
+        found = self.find(repo, lock_id=lock_id, limit=1)
+        return found[0] if found else None
+
+    def delete(self, repo: str, lock_id: int) -> Lock | None:
+        """Remove a lock; return it, or None if it did not exist."""
+        with self._connect() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(
+                "SELECT id, repo, path, owner, locked_at FROM locks WHERE repo = ? AND id = ?",
+                (repo, lock_id),
+            ).fetchone()
+            if row is not None:
+                conn.execute("DELETE FROM locks WHERE id = ?", (lock_id,))
+            conn.execute("COMMIT")
+        return None if row is None else self._row(row)
+
+    # Counters for /metrics: shared by all gunicorn workers through the same file.
+    def add_counters(self, increments: list[tuple[str, str, float]]) -> None:
+        """Add each (name, labels, amount) to its counter."""
+        with self._connect() as conn:
+            conn.executemany(
+                "INSERT INTO counters (name, labels, value) VALUES (?, ?, ?) "
+                "ON CONFLICT (name, labels) DO UPDATE SET value = value + excluded.value",
+                increments,
+            )
+
+    def counters(self) -> list[tuple[str, str, float]]:
+        """All counters as (name, labels, value)."""
+        with self._connect() as conn:
+            return list(
+                conn.execute("SELECT name, labels, value FROM counters ORDER BY name, labels")
+            )

@@ -1,0 +1,132 @@
+"""The locking API: create, list, verify (ours/theirs) and unlock."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, request
+
+from lfs_server.locks import LockExists
+from lfs_server.validation import ApiError, parse_cursor, parse_limit, parse_lock_path, parse_ref
+from lfs_server.web import (
+    authorize,
+    lfs_response,
+    read_json,
+    repo_from_path,
+    request_id,
+    services,
+    user_level,
+)
+
+bp = Blueprint("locks", __name__)
+
+
+def _existing_repo(raw: str) -> str:
+    repo = repo_from_path(raw)
+    svc = services()
+    if not svc.config.auto_create and not svc.store.repo_exists(repo):
+        raise ApiError(
+            404, f"repository {repo!r} does not exist on this server (auto-creation is off)"
+        )
+    return repo
+
+
+@bp.post("/<path:repo>/info/lfs/locks")
+def create_lock(repo: str) -> Response:
+    """Lock a path for the caller: 201, or 409 with the lock that holds it."""
+    repo = _existing_repo(repo)
+    body = read_json()
+    if not isinstance(body, dict):
+        raise ApiError(422, 'lock request must be a JSON object {"path": ...}')
+    path = parse_lock_path(body.get("path"))
+    ref = parse_ref(body.get("ref"))
+    user = authorize(repo, "write")
+    try:
+        lock = services().locks.create(repo, path, user, ref)
+    except LockExists as exc:
+        return lfs_response(
+            {
+                "lock": exc.lock.to_json(),
+                "message": f"already locked by {exc.lock.owner}",
+                "request_id": request_id(),
+            },
+            409,
+        )
+    return lfs_response({"lock": lock.to_json()}, 201)
+
+
+@bp.get("/<path:repo>/info/lfs/locks")
+def list_locks(repo: str) -> Response:
+    """Locks of the repository, filtered by path or id, paginated by cursor/limit."""
+    repo = _existing_repo(repo)
+    authorize(repo, "read")
+    args = request.args
+    path = args.get("path") or None
+    lock_id = args.get("id") or None
+    if lock_id is not None and not lock_id.isdigit():
+        return lfs_response({"locks": []})
+    limit = parse_limit(args.get("limit"))
+    cursor = parse_cursor(args.get("cursor"))
+    found = services().locks.find(
+        repo, path=path, lock_id=int(lock_id) if lock_id else None, cursor=cursor, limit=limit + 1
+    )
+    payload: dict[str, object] = {"locks": [lock.to_json() for lock in found[:limit]]}
+    if len(found) > limit:
+        payload["next_cursor"] = str(found[limit].id)
+    return lfs_response(payload)
+
+
+@bp.post("/<path:repo>/info/lfs/locks/verify")
+def verify_locks(repo: str) -> Response:
+    """Locks split into the caller's (`ours`) and everybody else's (`theirs`)."""
+    repo = _existing_repo(repo)
+    body = read_json()
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise ApiError(422, "lock verification request must be a JSON object")
+    limit = parse_limit(body.get("limit"))
+    cursor = parse_cursor(body.get("cursor"))
+    parse_ref(body.get("ref"))
+    user = authorize(repo, "write")
+    found = services().locks.find(repo, cursor=cursor, limit=limit + 1)
+    page = found[:limit]
+    payload: dict[str, object] = {
+        "ours": [lock.to_json() for lock in page if lock.owner == user],
+        "theirs": [lock.to_json() for lock in page if lock.owner != user],
+    }
+    if len(found) > limit:
+        payload["next_cursor"] = str(found[limit].id)
+    return lfs_response(payload)
+
+
+@bp.post("/<path:repo>/info/lfs/locks/<lock_id>/unlock")
+def unlock(repo: str, lock_id: str) -> Response:
+    """Remove a lock: the owner may; others only with force and admin access."""
+    repo = _existing_repo(repo)
+    body = read_json()
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise ApiError(422, 'unlock request must be a JSON object such as {"force": false}')
+    force = body.get("force", False)
+    if not isinstance(force, bool):
+        raise ApiError(422, f"force must be true or false, got {force!r}")
+    user = authorize(repo, "write")
+    svc = services()
+    lock = svc.locks.get(repo, int(lock_id)) if lock_id.isdigit() else None
+    if lock is None:
+        raise ApiError(404, f"no lock with id {lock_id!r} in {repo!r}")
+    if lock.owner != user:
+        if not force:
+            raise ApiError(
+                403,
+                f"{lock.path} is locked by {lock.owner}; only they can unlock it"
+                " (or an admin with --force)",
+            )
+        if user_level(repo, user) != "admin":
+            raise ApiError(
+                403, f"forcing the unlock of {lock.owner}'s lock needs admin access to {repo!r}"
+            )
+    removed = svc.locks.delete(repo, lock.id)
+    if removed is None:
+        raise ApiError(404, f"lock {lock_id!r} was removed meanwhile")
+    return lfs_response({"lock": removed.to_json()})

@@ -1,0 +1,211 @@
+"""`lfs-server serve`: run nginx and gunicorn as one supervised unit.
+
+gunicorn listens on a unix socket in the run directory that only nginx uses; nginx listens
+on the public address. Both run in their own sessions so a terminal's Ctrl-C reaches only
+this supervisor, which then stops them in order. A child that dies on its own is reported
+and the other is stopped: the unit never keeps running half-broken.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+from lfs_server.config import Config, parse_listen
+from lfs_server.nginx import find_nginx, render_nginx_config, socket_path
+from lfs_server.tokens import load_or_create_key, proxy_secret
+
+
+class ServeError(Exception):
+    """Serving cannot start; the message says why and what to do."""
+
+
+def prepare(config: Config) -> bytes:
+    """Create the data layout and key; return the key."""
+    for path in (config.repos_dir, config.tmp_dir, config.run_dir, config.body_dir.parent):
+        path.mkdir(parents=True, exist_ok=True)
+    return load_or_create_key(config.key_path)
+
+
+def check_worker_access(config: Config) -> None:
+    """As root, nginx workers run as 'nobody': they must be able to enter the data dir."""
+    if os.geteuid() != 0:
+        return
+    for path in [config.root, *config.root.parents]:
+        mode = path.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            raise ServeError(
+                f"nginx workers run as 'nobody' and cannot enter {path} "
+                f"(mode {stat.filemode(mode)}); "
+                f"run `chmod o+x {path}` or choose a --data directory outside it"
+            )
+    for path in (config.root, config.repos_dir):
+        path.chmod(path.stat().st_mode | 0o755)
+
+
+def write_nginx_config(config: Config, key: bytes) -> Path:
+    """Write the generated nginx.conf into the run directory (mode 0600: it holds a secret)."""
+    path = config.run_dir / "nginx.conf"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(render_nginx_config(config, proxy_secret(key)))
+    return path
+
+
+def _wait_until(
+    check: object, timeout: float, procs: list[tuple[str, subprocess.Popen[bytes]]]
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for name, proc in procs:
+            if proc.poll() is not None:
+                raise ServeError(f"{name} exited with status {proc.returncode} while starting")
+        if check():  # type: ignore[operator]
+            return
+        time.sleep(0.05)
+    raise ServeError(f"server did not start within {timeout:.0f} s")
+
+
+def _connectable_unix(path: str) -> bool:
+    with socket.socket(socket.AF_UNIX) as sock:
+        try:
+            sock.connect(path)
+        except OSError:
+            return False
+    return True
+
+
+def _connectable_tcp(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host.strip("[]"), port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class Supervisor:
+    """Starts the children, waits for a signal or a crash, stops everything."""
+
+    def __init__(self, config: Config, *, use_nginx: bool, out: TextIO, err: TextIO) -> None:
+        self.config = config
+        self.use_nginx = use_nginx
+        self.out = out
+        self.err = err
+        self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.stop_signal: int | None = None
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self.stop_signal = signum
+
+    def _gunicorn_cmd(self, bind: str) -> list[str]:
+        return [
+            sys.executable, "-m", "gunicorn",
+            "--bind", bind,
+            "--workers", str(self.config.workers),
+            "--timeout", "600",
+            "--graceful-timeout", "10",
+            "--log-level", "warning",
+            "lfs_server.wsgi:app",
+        ]  # fmt: skip
+
+    def start(self) -> None:
+        """Start gunicorn (and nginx) and wait until they accept connections."""
+        config = self.config
+        key = prepare(config)
+        host, port = parse_listen(config.listen)
+        env = {**os.environ, **config.to_env()}
+        if self.use_nginx:
+            nginx = find_nginx()
+            if nginx is None:
+                raise ServeError(
+                    "nginx is not installed (apt-get install nginx); install it, or run "
+                    "`lfs-server serve --no-nginx` "
+                    "(Flask serves bodies itself: slower, for development)"
+                )
+            check_worker_access(config)
+            conf = write_nginx_config(config, key)
+            sock = socket_path(config)
+            Path(sock).unlink(missing_ok=True)
+            self._spawn("gunicorn", self._gunicorn_cmd(f"unix:{sock}"), env)
+            _wait_until(lambda: _connectable_unix(sock), 60, self.children)
+            run = str(config.run_dir)
+            self._spawn(
+                "nginx",
+                [nginx, "-p", run + "/", "-c", str(conf), "-e", f"{run}/nginx-error.log",
+                 "-g", f"daemon off; pid {run}/nginx.pid;"],
+                env,
+            )  # fmt: skip
+        else:
+            env["LFS_BODY_MODE"] = "stream"
+            self._spawn("gunicorn", self._gunicorn_cmd(f"{host.strip('[]')}:{port}"), env)
+        _wait_until(lambda: _connectable_tcp(host, port), 60, self.children)
+        mode = "nginx + gunicorn" if self.use_nginx else "gunicorn only (--no-nginx)"
+        print(
+            f"lfs-server: serving http://{config.listen}/ "
+            f"({mode}, {config.workers} workers, data {config.root})",
+            file=self.out,
+            flush=True,
+        )
+
+    def _spawn(self, name: str, cmd: list[str], env: dict[str, str]) -> None:
+        proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+        self.children.append((name, proc))
+
+    def wait(self) -> int:
+        """Block until a signal (exit 0) or a child dying on its own (exit 1)."""
+        while self.stop_signal is None:
+            for name, proc in self.children:
+                if proc.poll() is not None:
+                    print(
+                        f"lfs-server: {name} exited unexpectedly with status {proc.returncode}; "
+                        "stopping the server" + self._log_hint(name),
+                        file=self.err,
+                        flush=True,
+                    )
+                    return 1
+            time.sleep(0.1)
+        return 0
+
+    def _log_hint(self, name: str) -> str:
+        if name != "nginx":
+            return ""
+        log = self.config.run_dir / "nginx-error.log"
+        try:
+            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+        except OSError:
+            return ""
+        return "\n  " + "\n  ".join(tail) if tail else ""
+
+    def stop(self) -> None:
+        """Stop nginx first (no new requests), then gunicorn; escalate to SIGKILL after 15 s."""
+        for name, proc in reversed(self.children):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGQUIT if name == "nginx" else signal.SIGTERM)
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+    def run(self) -> int:
+        """Start, wait, stop; the exit status of `lfs-server serve`."""
+        previous = {
+            sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)
+        }
+        try:
+            self.start()
+            status = self.wait()
+        finally:
+            self.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if self.stop_signal is not None:
+            print("lfs-server: stopped", file=self.out, flush=True)
+        return status

@@ -1,0 +1,199 @@
+"""The object store: `<data>/repos/<repo>.git/objects/aa/bb/<oid>`.
+
+Objects are published only after their size and SHA-256 are checked: the bytes are
+fsynced, then renamed into place (same filesystem, so the rename is atomic), then the
+directory is fsynced. Readers therefore see either nothing or a complete, verified object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from lfs_server.validation import OID_RE, check_oid, normalize_repo
+
+CHUNK = 1 << 20
+
+
+class VerifyError(Exception):
+    """The uploaded bytes are not the object they claim to be (message says how)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredObject:
+    """One object found by `Store.iter_objects`."""
+
+    repo: str
+    oid: str
+    path: Path
+    size: int
+
+
+def sha256_file(path: Path | str) -> tuple[str, int]:
+    """Return (hex SHA-256, size) of the file at *path*, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb", buffering=0) as fh:
+        buf = bytearray(CHUNK * 4)
+        view = memoryview(buf)
+        while True:
+            n = fh.readinto(buf)
+            if not n:
+                break
+            digest.update(view[:n])
+            size += n
+    return digest.hexdigest(), size
+
+
+class Store:
+    """Objects of every repository under one root directory."""
+
+    def __init__(self, repos_dir: Path, tmp_dir: Path) -> None:
+        self.repos_dir = repos_dir
+        self.tmp_dir = tmp_dir
+
+    def repo_dir(self, repo: str) -> Path:
+        """The directory of *repo* (a name already passed through normalize_repo)."""
+        return self.repos_dir / f"{normalize_repo(repo)}.git"
+
+    def relative_path(self, repo: str, oid: str) -> str:
+        """The object's path relative to repos_dir (what nginx's internal location serves)."""
+        check_oid(oid)
+        return f"{normalize_repo(repo)}.git/objects/{oid[:2]}/{oid[2:4]}/{oid}"
+
+    def object_path(self, repo: str, oid: str) -> Path:
+        """Where object *oid* of *repo* lives (whether or not it exists)."""
+        return self.repos_dir / self.relative_path(repo, oid)
+
+    def repo_exists(self, repo: str) -> bool:
+        """Whether *repo* has been created."""
+        return self.repo_dir(repo).is_dir()
+
+    def create_repo(self, repo: str) -> None:
+        """Create *repo*'s directory (idempotent)."""
+        path = self.repo_dir(repo)
+        (path / "objects").mkdir(parents=True, exist_ok=True)
+        _make_traversable(self.repos_dir, path / "objects")
+
+    def list_repos(self) -> list[str]:
+        """All repository names."""
+        found = []
+        if self.repos_dir.is_dir():
+            for dirpath, dirnames, _files in os.walk(self.repos_dir):
+                for name in list(dirnames):
+                    if name.endswith(".git"):
+                        rel = os.path.relpath(Path(dirpath) / name, self.repos_dir)
+                        found.append(rel[: -len(".git")].replace(os.sep, "/"))
+                        dirnames.remove(name)
+        return sorted(found)
+
+    def stored_size(self, repo: str, oid: str) -> int | None:
+        """The size of the stored object, or None if it is not stored."""
+        try:
+            return self.object_path(repo, oid).stat().st_size
+        except FileNotFoundError:
+            return None
+
+    def publish(self, source: Path, repo: str, oid: str, size: int) -> None:
+        """Verify *source* holds object (oid, size) and move it into the store.
+
+        *source* must be on the store's filesystem; it is renamed, not copied. On any
+        mismatch VerifyError is raised and nothing is stored (the caller owns *source*).
+        """
+        actual_size = source.stat().st_size
+        if actual_size != size:
+            raise VerifyError(f"body is {actual_size} bytes but the object's size is {size}")
+        digest, hashed = sha256_file(source)
+        if hashed != size:
+            raise VerifyError(
+                f"body changed while it was verified ({hashed} bytes read, {size} expected)"
+            )
+        if digest != oid:
+            raise VerifyError(f"body's SHA-256 is {digest}, not the oid {oid}")
+        self._install(source, repo, oid)
+
+    def publish_stream(self, stream: BinaryIO, repo: str, oid: str, size: int) -> None:
+        """Write *stream* to a temp file next to the store, verify it, publish it."""
+        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix="upload-", dir=self.tmp_dir)
+        tmp = Path(name)
+        try:
+            digest = hashlib.sha256()
+            written = 0
+            with os.fdopen(fd, "wb") as out:
+                while True:
+                    chunk = stream.read(CHUNK)
+                    if not chunk:
+                        break
+                    written += len(chunk)
+                    if written > size:
+                        raise VerifyError(f"body is longer than the object's size {size}")
+                    digest.update(chunk)
+                    out.write(chunk)
+            if written != size:
+                raise VerifyError(f"body is {written} bytes but the object's size is {size}")
+            if digest.hexdigest() != oid:
+                raise VerifyError(f"body's SHA-256 is {digest.hexdigest()}, not the oid {oid}")
+            self._install(tmp, repo, oid)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+    def _install(self, source: Path, repo: str, oid: str) -> None:
+        target = self.object_path(repo, oid)
+        self.create_repo(repo)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _make_traversable(self.repo_dir(repo), target.parent)
+        # nginx workers (often another user) read objects: world-readable, never writable.
+        source.chmod(0o644)
+        fd = os.open(source, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        source.replace(target)
+        dir_fd = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def iter_objects(self, repo: str | None = None) -> Iterator[StoredObject]:
+        """Every stored object (of one repo, or of all), in a stable order."""
+        repos = [repo] if repo else self.list_repos()
+        for name in repos:
+            objects = self.repo_dir(name) / "objects"
+            if not objects.is_dir():
+                continue
+            for dirpath, dirnames, filenames in os.walk(objects):
+                dirnames.sort()
+                for filename in sorted(filenames):
+                    if OID_RE.fullmatch(filename):
+                        path = Path(dirpath) / filename
+                        yield StoredObject(name, filename, path, path.stat().st_size)
+
+    def quarantine(self, obj: StoredObject, quarantine_dir: Path) -> Path:
+        """Move a bad object out of the store so that a new upload can replace it."""
+        dest = quarantine_dir / f"{obj.repo}.git" / obj.oid
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(obj.path), dest)
+        return dest
+
+
+def _make_traversable(top: Path, leaf: Path) -> None:
+    """chmod 0755 every directory from *top* down to *leaf* (nginx workers must enter them)."""
+    current = leaf
+    while True:
+        with contextlib.suppress(PermissionError):
+            if (current.stat().st_mode & 0o755) != 0o755:
+                current.chmod(0o755)
+        if current == top or current.parent == current or top not in current.parents:
+            break
+        current = current.parent

@@ -1,0 +1,221 @@
+"""What every blueprint shares: the per-app services, JSON responses, authentication.
+
+Nothing here is module-level state: the services live on `app.extensions["lfs"]`, built
+by `create_app`, and request data lives on `flask.g`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import hashlib
+import hmac
+import json
+import threading
+import time
+from typing import Any
+
+from flask import Response, current_app, g, request
+
+from lfs_server.config import Config
+from lfs_server.locks import LockDB
+from lfs_server.storage import Store
+from lfs_server.tokens import TokenError, TokenSigner
+from lfs_server.users import UserDB, level_rank
+from lfs_server.validation import ApiError, normalize_repo
+
+MEDIA_TYPE = "application/vnd.git-lfs+json"
+REALM = "lfs-server"
+_AUTH_CACHE_SECONDS = 60.0
+
+
+@dataclasses.dataclass
+class Services:
+    """The objects one app instance works with."""
+
+    config: Config
+    store: Store
+    signer: TokenSigner
+    locks: LockDB
+    proxy_secret: str
+    _users: UserDB | None = None
+    _users_mtime: float = -1.0
+    _auth_cache: dict[str, tuple[float, str]] = dataclasses.field(default_factory=dict)
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+    def users(self) -> UserDB:
+        """The users file, re-read when the CLI has changed it."""
+        path = self.config.users_path
+        try:
+            mtime = path.stat().st_mtime
+        except FileNotFoundError:
+            mtime = 0.0
+        with self._lock:
+            if self._users is None or mtime != self._users_mtime:
+                self._users = UserDB.load(path)
+                self._users_mtime = mtime
+                self._auth_cache.clear()
+            return self._users
+
+    def check_password(self, name: str, password: str) -> bool:
+        """Password check with a short in-memory cache (scrypt costs ~50 ms per check)."""
+        users = self.users()
+        key = hashlib.blake2b(f"{name}\0{password}".encode(), digest_size=32).hexdigest()
+        now = time.monotonic()
+        with self._lock:
+            hit = self._auth_cache.get(key)
+            if hit and hit[0] > now and hit[1] == name:
+                return True
+        if users.authenticate(name, password) is None:
+            return False
+        with self._lock:
+            if len(self._auth_cache) > 1000:
+                self._auth_cache.clear()
+            self._auth_cache[key] = (now + _AUTH_CACHE_SECONDS, name)
+        return True
+
+
+def services() -> Services:
+    """The services of the current app."""
+    found: Services = current_app.extensions["lfs"]
+    return found
+
+
+def lfs_response(
+    payload: Any, status: int = 200, headers: dict[str, str] | None = None
+) -> Response:
+    """A JSON response with the git-lfs media type."""
+    return Response(json.dumps(payload), status=status, mimetype=MEDIA_TYPE, headers=headers)
+
+
+def error_response(status: int, message: str, **extra: Any) -> Response:
+    """`{"message", "request_id", ...}` with *status*; 401 carries LFS-Authenticate."""
+    body = {"message": message, "request_id": request_id(), **extra}
+    headers = {}
+    if status == 401:
+        headers["LFS-Authenticate"] = f'Basic realm="{REALM}"'
+        headers["WWW-Authenticate"] = f'Basic realm="{REALM}"'
+    return lfs_response(body, status, headers)
+
+
+def request_id() -> str:
+    """The id of this request (nginx's $request_id when it came through nginx)."""
+    rid: str | None = g.get("request_id")
+    if rid is None:
+        rid = ""
+    return rid
+
+
+def read_json() -> Any:
+    """The request body as JSON (any content type; git-lfs sends its own media type)."""
+    data = request.get_data(cache=False)
+    try:
+        return json.loads(data or b"null")
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "request body must be JSON (application/vnd.git-lfs+json)") from None
+
+
+def repo_from_path(raw: str) -> str:
+    """Canonical repo name from the URL; records it for the access log."""
+    repo = normalize_repo(raw)
+    g.repo = repo
+    return repo
+
+
+def basic_credentials() -> tuple[str, str] | None:
+    """(user, password) from a Basic Authorization header, or None."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise ApiError(401, "Authorization header is not valid Basic credentials") from None
+    name, sep, password = decoded.partition(":")
+    if not sep:
+        raise ApiError(401, "Basic credentials must be USER:PASSWORD")
+    return name, password
+
+
+def bearer_token() -> str | None:
+    """The action token from `Authorization: Bearer ...`, or None."""
+    scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+    return value.strip() if scheme.lower() == "bearer" else None
+
+
+def authorize(repo: str, needed: str) -> str:
+    """Check the caller may act on *repo* at level *needed*; return the user name.
+
+    The empty string is the anonymous user (only for read, when anonymous_read is on).
+    Raises ApiError 401 (no or wrong credentials) or 403 (not allowed).
+    """
+    svc = services()
+    creds = basic_credentials()
+    if creds is None:
+        if needed == "read" and svc.config.anonymous_read:
+            g.user = ""
+            return ""
+        raise ApiError(
+            401,
+            "credentials are required: log in with the user name and password lfs-server gave you",
+        )
+    name, password = creds
+    if not svc.check_password(name, password):
+        raise ApiError(401, f"wrong user name or password for {name!r}")
+    g.user = name
+    user = svc.users().users[name]
+    level = user.level_for(repo)
+    if level_rank(level) >= level_rank(needed):
+        return name
+    if needed == "read" and svc.config.anonymous_read:
+        return name
+    if level is None:
+        raise ApiError(403, f"user {name!r} has no access to repository {repo!r}")
+    raise ApiError(403, f"user {name!r} has {level} access to {repo!r}; {needed} access is needed")
+
+
+def user_level(repo: str, name: str) -> str | None:
+    """The level *name* holds on *repo* (None for anonymous or no access)."""
+    if not name:
+        return None
+    user = services().users().users.get(name)
+    return None if user is None else user.level_for(repo)
+
+
+def authorize_action(repo: str, operation: str, oid: str, size: int) -> str:
+    """Check an action token (or, failing that, Basic credentials) for a transfer.
+
+    A bad or expired token is 403, which the git-lfs client retries by asking the batch
+    API again; no credentials at all is 401.
+    """
+    token = bearer_token()
+    if token is not None:
+        try:
+            grant = services().signer.verify(token, repo, operation, oid, size)
+        except TokenError as exc:
+            raise ApiError(403, str(exc)) from None
+        g.user = grant.user
+        return grant.user
+    needed = "read" if operation == "download" else "write"
+    return authorize(repo, needed)
+
+
+def from_our_nginx() -> bool:
+    """Whether the request carries the secret only our nginx config adds."""
+    sent = request.headers.get("X-Lfs-Proxy-Auth", "")
+    return bool(sent) and hmac.compare_digest(sent.encode(), services().proxy_secret.encode())
+
+
+def base_url(repo: str) -> str:
+    """`<server>/<repo>.git/info/lfs`, for action hrefs."""
+    svc = services()
+    if svc.config.public_url:
+        root = svc.config.public_url.rstrip("/")
+    else:
+        scheme = request.scheme
+        if from_our_nginx():
+            scheme = request.headers.get("X-Forwarded-Proto", scheme)
+        root = f"{scheme}://{request.host}"
+    return f"{root}/{repo}.git/info/lfs"

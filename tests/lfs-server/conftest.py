@@ -1,0 +1,25 @@
+"""Fixtures for the lfs-server tests (helpers live in lfs_testlib)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from lfs_testlib import Server, start_server
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[Server]:
+    """One nginx + gunicorn server for the whole session."""
+    srv = start_server()
+    yield srv
+    status = srv.stop()
+    log = (srv.data / "serve.log").read_text()
+    shutil.rmtree(srv.data, ignore_errors=True)
+    assert status == 0, log

@@ -1,0 +1,202 @@
+"""Test helpers: a real `lfs-server serve` (nginx + gunicorn) on a free loopback port, and
+git / git-lfs environments with their own HOME and a credential helper."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+from components import require_command
+
+USERS = {
+    "alice": ("alice-pw", ["*=write"]),
+    "bob": ("bob-pw", ["*=write"]),
+    "reader": ("reader-pw", ["*=read"]),
+    "boss": ("boss-pw", ["*=admin"]),
+    "teamonly": ("team-pw", ["team/*=write"]),
+}
+LFS_MEDIA = "application/vnd.git-lfs+json"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def cli(
+    *args: str, data: Path, stdin: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the console script as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "lfs_server.cli", *args, "--data", str(data)]
+        if args and args[0] not in ("pre-receive",)
+        else [sys.executable, "-m", "lfs_server.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def make_data_dir() -> Path:
+    """A data dir nginx workers (user nobody when we are root) can enter."""
+    path = Path(tempfile.mkdtemp(prefix="lfs-test-", dir="/tmp"))
+    path.chmod(0o755)
+    return path
+
+
+@dataclasses.dataclass
+class Server:
+    url: str
+    data: Path
+    proc: subprocess.Popen[str]
+    env: dict[str, str]
+
+    def lfs(self, repo: str) -> str:
+        return f"{self.url}/{repo}.git/info/lfs"
+
+    def auth(self, user: str) -> tuple[str, str]:
+        return (user, USERS[user][0])
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def start_server(
+    data: Path | None = None,
+    *,
+    extra_env: dict[str, str] | None = None,
+    no_nginx: bool = False,
+    users: bool = True,
+) -> Server:
+    """Start `lfs-server serve` and wait for it to answer /healthz."""
+    if not no_nginx:
+        require_command("nginx")
+    data = data or make_data_dir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LFS_")}
+    env.update(extra_env or {})
+    if users:
+        for name, (password, grants) in USERS.items():
+            args = ["user", "add", name, "--password-stdin"]
+            for grant in grants:
+                args += ["--grant", grant]
+            result = cli(*args, data=data, stdin=password + "\n", env=env)
+            assert result.returncode == 0, result.stderr
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "lfs_server.cli",
+        "serve",
+        "--data",
+        str(data),
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--workers",
+        "2",
+    ]
+    if no_nginx:
+        cmd.append("--no-nginx")
+    log = open(data / "serve.log", "w")  # noqa: SIM115 (closed with the process)
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+    server = Server(f"http://127.0.0.1:{port}", data, proc, env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(
+                f"lfs-server exited with {proc.returncode}:\n{(data / 'serve.log').read_text()}"
+            )
+        try:
+            if requests.get(f"{server.url}/healthz", timeout=2).status_code == 200:
+                return server
+        except requests.ConnectionError:
+            pass
+        time.sleep(0.1)
+    server.stop()
+    raise AssertionError(f"lfs-server did not start:\n{(data / 'serve.log').read_text()}")
+
+
+@dataclasses.dataclass
+class GitEnv:
+    """git + git-lfs with a private HOME whose credential helper logs in as `user`."""
+
+    home: Path
+    env: dict[str, str]
+
+    def git(
+        self,
+        *args: str,
+        cwd: Path | None = None,
+        check: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"git {' '.join(args)} failed ({result.returncode}):\n"
+                f"{result.stdout}\n{result.stderr}"
+            )
+        return result
+
+
+def make_git_env(root: Path, server_url: str, user: str) -> GitEnv:
+    require_command("git")
+    require_command("git-lfs", "git-lfs")
+    home = root / f"home-{user}"
+    home.mkdir(parents=True)
+    env = {
+        "HOME": str(home),
+        "PATH": os.environ.get("PATH", ""),
+        "LANG": "C",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_LFS_SKIP_PUSH_LOCKS_VERIFY": "0",
+    }
+    g = GitEnv(home, env)
+    g.git("lfs", "install")
+    creds = home / ".git-credentials"
+    host = server_url.split("://", 1)[1]
+    creds.write_text(f"http://{user}:{USERS[user][0]}@{host}\n")
+    creds.chmod(0o600)
+    for key, value in (
+        ("user.name", user),
+        ("user.email", f"{user}@example.com"),
+        ("credential.helper", f"store --file={creds}"),
+        ("init.defaultBranch", "main"),
+        ("lfs.locksverify", "true"),
+        ("advice.detachedHead", "false"),
+    ):
+        g.git("config", "--global", key, value)
+    return g
+
+
+def basic(user: str) -> dict[str, str]:
+    token = base64.b64encode(f"{user}:{USERS[user][0]}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
