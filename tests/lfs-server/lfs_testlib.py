@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
 import os
 import signal
 import socket
@@ -200,3 +201,72 @@ def make_git_env(root: Path, server_url: str, user: str) -> GitEnv:
 def basic(user: str) -> dict[str, str]:
     token = base64.b64encode(f"{user}:{USERS[user][0]}".encode()).decode()
     return {"Authorization": f"Basic {token}"}
+
+
+def oid_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class Api:
+    """Small client for the LFS HTTP API of one server."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.session = requests.Session()
+
+    def url(self, repo: str, rest: str) -> str:
+        return f"{self.server.lfs(repo)}/{rest}"
+
+    def batch(
+        self, repo: str, body: object, user: str | None = "alice", **kw: object
+    ) -> requests.Response:
+        headers = {"Accept": LFS_MEDIA, "Content-Type": LFS_MEDIA}
+        if user:
+            headers.update(basic(user))
+        headers.update(kw.pop("headers", {}) or {})  # type: ignore[arg-type]
+        return self.session.post(
+            self.url(repo, "objects/batch"), json=body, headers=headers, timeout=30
+        )
+
+    def upload(self, repo: str, data: bytes, user: str = "alice") -> dict:
+        """Batch + PUT + verify, as the git-lfs client does; returns the batch object."""
+        oid = oid_of(data)
+        r = self.batch(
+            repo, {"operation": "upload", "objects": [{"oid": oid, "size": len(data)}]}, user
+        )
+        assert r.status_code == 200, r.text
+        obj = r.json()["objects"][0]
+        actions = obj.get("actions", {})
+        if "upload" in actions:
+            up = actions["upload"]
+            put = self.session.put(up["href"], data=data, headers=up["header"], timeout=30)
+            assert put.status_code == 200, put.text
+            ver = actions["verify"]
+            v = self.session.post(
+                ver["href"], json={"oid": oid, "size": len(data)}, headers=ver["header"], timeout=30
+            )
+            assert v.status_code == 200, v.text
+        return obj
+
+    def download_action(self, repo: str, oid: str, size: int, user: str = "alice") -> dict:
+        r = self.batch(
+            repo, {"operation": "download", "objects": [{"oid": oid, "size": size}]}, user
+        )
+        assert r.status_code == 200, r.text
+        return r.json()["objects"][0]["actions"]["download"]
+
+    def upload_action(self, repo: str, oid: str, size: int, user: str = "alice") -> dict:
+        r = self.batch(repo, {"operation": "upload", "objects": [{"oid": oid, "size": size}]}, user)
+        assert r.status_code == 200, r.text
+        return r.json()["objects"][0]["actions"]
+
+
+def assert_lfs_error(response: requests.Response, status: int, fragment: str = "") -> dict:
+    """The response is a JSON error with the git-lfs media type."""
+    assert response.status_code == status, (response.status_code, response.text)
+    assert response.headers["Content-Type"].startswith(LFS_MEDIA), response.headers
+    body = response.json()
+    assert isinstance(body.get("message"), str) and body["message"], body
+    assert "request_id" in body
+    assert fragment in body["message"], (fragment, body["message"])
+    return body

@@ -1,0 +1,196 @@
+"""Security rules: traversal, forged/expired/cross-scope tokens, requests that bypass nginx."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+import requests
+from lfs_server.tokens import TokenSigner, proxy_secret
+from lfs_testlib import Api, Server, assert_lfs_error, basic, oid_of
+
+pytestmark = pytest.mark.nginx
+
+
+@pytest.fixture
+def api(server: Server) -> Api:
+    return Api(server)
+
+
+def signer(server: Server) -> TokenSigner:
+    return TokenSigner((server.data / "secret.key").read_bytes())
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """Talk to gunicorn's unix socket directly, as a local attacker could."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__("localhost")
+        self.unix_path = str(path)
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect(self.unix_path)
+
+
+def direct(
+    server: Server, method: str, path: str, headers: dict[str, str], body: bytes = b""
+) -> tuple[int, str]:
+    conn = UnixHTTPConnection(server.data / "run/gunicorn.sock")
+    conn.request(method, path, body=body, headers=headers)
+    resp = conn.getresponse()
+    text = resp.read().decode()
+    conn.close()
+    return resp.status, text
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/proto/s.git/info/lfs/objects/..%2f..%2f..%2fetc%2fpasswd",
+        "/proto/s.git/info/lfs/objects/" + "%2e%2e%2f" * 5 + "etc%2fpasswd",
+        "/proto/s.git/info/lfs/upload/..%2f..%2fsecret.key/10",
+    ],
+)
+def test_traversal_in_oid_is_rejected(server: Server, path: str) -> None:
+    method = "PUT" if "/upload/" in path else "GET"
+    r = requests.request(
+        method, server.url + path, headers=basic("alice"), data=b"x" * 10, timeout=10
+    )
+    assert r.status_code in (404, 422), r.text
+    assert r.headers["Content-Type"].startswith("application/vnd.git-lfs+json")
+    assert b"root:" not in r.content
+
+
+@pytest.mark.parametrize(
+    "repo",
+    [
+        "%2e%2e/%2e%2e/etc",
+        "a/%2e%2e/%2e%2e/%2e%2e/tmp/evil",
+        ".hidden",
+        "a/.git/b",
+        "a//b",
+        "x.git.git",
+    ],
+)
+def test_traversal_or_odd_repo_paths_are_rejected(server: Server, repo: str) -> None:
+    r = requests.post(
+        f"{server.url}/{repo}.git/info/lfs/objects/batch",
+        json={"operation": "upload", "objects": [{"oid": "a" * 64, "size": 1}]},
+        headers=basic("alice"),
+        timeout=10,
+    )
+    assert r.status_code in (400, 404), (repo, r.status_code, r.text)
+    assert r.headers["Content-Type"].startswith("application/vnd.git-lfs+json")
+    assert not Path("/tmp/evil.git").exists()
+    assert not (server.data / "etc.git").exists()
+
+
+def test_forged_expired_and_cross_scope_tokens_are_403(api: Api, server: Server) -> None:
+    data = os.urandom(3000)
+    oid = oid_of(data)
+    api.upload("sec/one", data)
+    api.upload("sec/two", data)
+    good = api.download_action("sec/one", oid, len(data))
+    href, token = good["href"], good["header"]["Authorization"].split()[1]
+    assert (
+        requests.get(href, headers={"Authorization": f"Bearer {token}"}, timeout=10).content == data
+    )
+
+    expiry, user, mac = token.split(".")
+    forged = f"{expiry}.{user}.{'0' * len(mac)}"
+    longer = f"{int(expiry) + 3600}.{user}.{mac}"
+    other_user = f"{expiry}.Ym9i.{mac}"  # "bob"
+    s = signer(server)
+    expired = s.issue("sec/one", "download", oid, len(data), "alice", int(time.time()) - 1)
+    other_repo = s.issue("sec/two", "download", oid, len(data), "alice", int(time.time()) + 60)
+    upload_tok = s.issue("sec/one", "upload", oid, len(data), "alice", int(time.time()) + 60)
+    cases = {
+        forged: "does not grant",
+        longer: "does not grant",
+        other_user: "does not grant",
+        other_repo: "does not grant",
+        upload_tok: "does not grant",
+        expired: "expired",
+        "garbage": "malformed",
+    }
+    for bad, fragment in cases.items():
+        r = requests.get(href, headers={"Authorization": f"Bearer {bad}"}, timeout=10)
+        assert_lfs_error(r, 403, fragment)
+    # The token of repo two works for repo two only.
+    two = good["href"].replace("/sec/one.git/", "/sec/two.git/")
+    assert (
+        requests.get(two, headers={"Authorization": f"Bearer {other_repo}"}, timeout=10).content
+        == data
+    )
+
+
+def test_download_token_cannot_upload(api: Api, server: Server) -> None:
+    data = os.urandom(1000)
+    oid = oid_of(data)
+    api.upload("sec/dl", data)
+    token = api.download_action("sec/dl", oid, len(data))["header"]["Authorization"]
+    evil = os.urandom(1000)
+    r = requests.put(
+        f"{server.lfs('sec/dl')}/upload/{oid}/{len(data)}",
+        data=evil,
+        headers={"Authorization": token},
+        timeout=10,
+    )
+    assert_lfs_error(r, 403, "does not grant upload")
+    # Nor can a token for one oid upload another.
+    other = os.urandom(1000)
+    up = api.upload_action("sec/dl", oid_of(other), len(other))["upload"]
+    r = requests.put(
+        f"{server.lfs('sec/dl')}/upload/{oid_of(evil)}/{len(evil)}",
+        data=evil,
+        headers=up["header"],
+        timeout=10,
+    )
+    assert_lfs_error(r, 403, "does not grant upload")
+
+
+def test_direct_gunicorn_requests_cannot_publish_local_files(api: Api, server: Server) -> None:
+    victim = server.data / "secret.key"
+    data = victim.read_bytes()
+    oid = oid_of(data)
+    up = api.upload_action("sec/direct", oid, len(data))["upload"]
+    path = f"/sec/direct.git/info/lfs/upload/{oid}/{len(data)}"
+    base = {**up["header"], "Host": "x", "X-Lfs-Body-File": str(victim)}
+    # No proxy secret: refused before the path is even looked at.
+    status, text = direct(server, "PUT", path, base)
+    assert status == 403 and "through lfs-server's nginx" in text
+    status, text = direct(server, "PUT", path, {**base, "X-Lfs-Proxy-Auth": "guess"})
+    assert status == 403 and "through lfs-server's nginx" in text
+    # Even with the secret, only files inside nginx's body directory are accepted.
+    secret = proxy_secret(victim.read_bytes())
+    status, text = direct(server, "PUT", path, {**base, "X-Lfs-Proxy-Auth": secret})
+    assert status == 403 and "inside nginx's body directory" in text
+    sneaky = server.data / "tmp/body/../../secret.key"
+    status, text = direct(
+        server, "PUT", path, {**base, "X-Lfs-Proxy-Auth": secret, "X-Lfs-Body-File": str(sneaky)}
+    )
+    assert status == 403
+    link = server.data / "tmp/body/link"
+    link.symlink_to(victim)
+    try:
+        status, text = direct(
+            server, "PUT", path, {**base, "X-Lfs-Proxy-Auth": secret, "X-Lfs-Body-File": str(link)}
+        )
+        assert status == 403
+    finally:
+        link.unlink()
+    assert not list((server.data / "repos/sec").rglob(oid))
+    # A client cannot smuggle the header through nginx either: nginx overwrites it.
+    r = requests.put(
+        api.server.url + path,
+        data=b"x" * len(data),
+        headers={**up["header"], "X-Lfs-Body-File": str(victim)},
+        timeout=10,
+    )
+    assert_lfs_error(r, 422, "SHA-256")
+    assert not list((server.data / "repos/sec").rglob(oid))
