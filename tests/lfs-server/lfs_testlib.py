@@ -4,6 +4,7 @@ git / git-lfs environments with their own HOME and a credential helper."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -270,3 +271,59 @@ def assert_lfs_error(response: requests.Response, status: int, fragment: str = "
     assert "request_id" in body
     assert fragment in body["message"], (fragment, body["message"])
     return body
+
+
+class SlowFirstPutRelay:
+    """A TCP relay in front of the server that holds the first PUT for `delay` seconds.
+
+    It models a slow network between the batch response and the upload, so the action
+    token expires in flight; everything else passes straight through.
+    """
+
+    def __init__(self, target_port: int, delay: float) -> None:
+        import threading
+
+        self.target_port = target_port
+        self.delay = delay
+        self.delayed = 0
+        self._lock = threading.Lock()
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, from_client: bool) -> None:
+        try:
+            while True:
+                chunk = src.recv(65536)
+                if not chunk:
+                    break
+                if from_client and chunk.startswith(b"PUT "):
+                    with self._lock:
+                        first = self.delayed == 0
+                        self.delayed += 1
+                    if first:
+                        time.sleep(self.delay)
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.listener.close()

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from lfs_testlib import Server, make_git_env
+from lfs_testlib import Server, SlowFirstPutRelay, make_git_env, start_server
 
 pytestmark = [pytest.mark.nginx, pytest.mark.gitlfs]
 
@@ -53,3 +53,38 @@ def test_push_clone_pull_roundtrip(server: Server, tmp_path: Path) -> None:
     g2.git("lfs", "pull", cwd=lazy)
     for name, data in files.items():
         assert (lazy / name).read_bytes() == data, name
+
+
+def test_expired_action_token_makes_client_ask_again(tmp_path: Path) -> None:
+    # Tokens live 6 s; git-lfs treats actions expiring within 5 s as stale, so it sends
+    # this one, but the relay holds the upload for 7.5 s: the server sees an expired token,
+    # answers 403, and the client must request a new batch and succeed.
+    srv = start_server(extra_env={"LFS_TOKEN_TTL": "6"})
+    relay = SlowFirstPutRelay(int(srv.url.rsplit(":", 1)[1]), delay=7.5)
+    try:
+        url = f"http://127.0.0.1:{relay.port}"
+        g = make_git_env(tmp_path, url, "alice")
+        bare = tmp_path / "remote.git"
+        g.git("init", "--bare", str(bare))
+        work = tmp_path / "work"
+        g.git("init", str(work))
+        g.git("lfs", "track", "*.bin", cwd=work)
+        (work / ".lfsconfig").write_text(f"[lfs]\n\turl = {url}/slow/net.git/info/lfs\n")
+        data = os.urandom(100_000)
+        (work / "a.bin").write_bytes(data)
+        g.git("add", ".", cwd=work)
+        g.git("commit", "-m", "a", cwd=work)
+        g.git("remote", "add", "origin", str(bare), cwd=work)
+        g.git("push", "origin", "main", cwd=work)
+        assert relay.delayed >= 2
+        oid = hashlib.sha256(data).hexdigest()
+        assert (
+            srv.data / "repos/slow/net.git/objects" / oid[:2] / oid[2:4] / oid
+        ).read_bytes() == data
+        log = (srv.data / "serve.log").read_text()
+        upload_lines = [line for line in log.splitlines() if f"/upload/{oid}/" in line]
+        assert "status=403" in upload_lines[0] and "status=200" in upload_lines[-1], upload_lines
+        assert log.count("/objects/batch") >= 2
+    finally:
+        relay.close()
+        assert srv.stop() == 0

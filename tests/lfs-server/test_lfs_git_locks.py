@@ -1,0 +1,161 @@
+"""git lfs lock / locks / unlock against the server, and the pre-receive hook enforcing locks."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+from lfs_testlib import GitEnv, Server, basic, make_git_env
+
+pytestmark = [pytest.mark.nginx, pytest.mark.gitlfs]
+HOOK = Path(__file__).resolve().parents[2] / "packages/lfs-server/deploy/pre-receive"
+
+
+def setup_repo(
+    server: Server, tmp_path: Path, repo: str
+) -> tuple[Path, dict[str, GitEnv], dict[str, Path]]:
+    users = {name: make_git_env(tmp_path, server.url, name) for name in ("alice", "bob", "boss")}
+    alice = users["alice"]
+    bare = tmp_path / "remote.git"
+    alice.git("init", "--bare", str(bare))
+    alice.git("config", "lfs.url", server.lfs(repo), cwd=bare)
+    work = tmp_path / "alice"
+    alice.git("init", str(work))
+    alice.git("lfs", "track", "--lockable", "*.psd", cwd=work)
+    (work / ".lfsconfig").write_text(f"[lfs]\n\turl = {server.lfs(repo)}\n")
+    (work / "art.psd").write_bytes(b"layer one\n" * 100)
+    (work / "notes.txt").write_text("notes\n")
+    alice.git("add", ".", cwd=work)
+    alice.git("commit", "-m", "art", cwd=work)
+    alice.git("remote", "add", "origin", str(bare), cwd=work)
+    alice.git("push", "origin", "main", cwd=work)
+    clones = {"alice": work}
+    for name in ("bob", "boss"):
+        clones[name] = tmp_path / name
+        users[name].git("clone", str(bare), str(clones[name]))
+    return bare, users, clones
+
+
+def test_lock_list_unlock_with_git_lfs(server: Server, tmp_path: Path) -> None:
+    _bare, users, clones = setup_repo(server, tmp_path, "locks/cli")
+    alice, bob, boss = users["alice"], users["bob"], users["boss"]
+    alice.git("lfs", "lock", "art.psd", cwd=clones["alice"])
+    listed = bob.git("lfs", "locks", cwd=clones["bob"]).stdout
+    assert "art.psd" in listed and "alice" in listed
+
+    taken = bob.git("lfs", "lock", "art.psd", cwd=clones["bob"], check=False)
+    assert taken.returncode != 0 and "already" in (taken.stderr + taken.stdout).lower()
+    refused = bob.git("lfs", "unlock", "art.psd", cwd=clones["bob"], check=False)
+    assert refused.returncode != 0
+    forced = bob.git("lfs", "unlock", "--force", "art.psd", cwd=clones["bob"], check=False)
+    assert forced.returncode != 0, "a writer must not force-unlock someone else's lock"
+    assert "art.psd" in bob.git("lfs", "locks", cwd=clones["bob"]).stdout
+
+    boss.git("lfs", "unlock", "--force", "art.psd", cwd=clones["boss"])
+    assert "art.psd" not in alice.git("lfs", "locks", cwd=clones["alice"]).stdout
+    bob.git("lfs", "lock", "art.psd", cwd=clones["bob"])
+    bob.git("lfs", "unlock", "art.psd", cwd=clones["bob"])
+
+
+def test_locks_api_pagination_and_verify(server: Server) -> None:
+    url = server.lfs("locks/api")
+    for i in range(5):
+        r = requests.post(
+            f"{url}/locks", json={"path": f"f{i}.bin"}, headers=basic("alice" if i % 2 else "bob")
+        )
+        assert r.status_code == 201, r.text
+    clash = requests.post(f"{url}/locks", json={"path": "f1.bin"}, headers=basic("bob"))
+    assert clash.status_code == 409 and clash.json()["lock"]["owner"]["name"] == "alice"
+    seen, cursor = [], ""
+    while True:
+        page = requests.get(
+            f"{url}/locks", params={"limit": 2, "cursor": cursor}, headers=basic("reader")
+        ).json()
+        seen += [lock["path"] for lock in page["locks"]]
+        cursor = page.get("next_cursor", "")
+        if not cursor:
+            break
+    assert seen == [f"f{i}.bin" for i in range(5)]
+    one = requests.get(f"{url}/locks", params={"path": "f3.bin"}, headers=basic("reader")).json()[
+        "locks"
+    ]
+    assert [lock["owner"]["name"] for lock in one] == ["alice"]
+    by_id = requests.get(
+        f"{url}/locks", params={"id": one[0]["id"]}, headers=basic("reader")
+    ).json()["locks"]
+    assert by_id == one
+    verify = requests.post(
+        f"{url}/locks/verify", json={"ref": {"name": "refs/heads/main"}}, headers=basic("alice")
+    )
+    body = verify.json()
+    assert {lock["path"] for lock in body["ours"]} == {"f1.bin", "f3.bin"}
+    assert {lock["path"] for lock in body["theirs"]} == {"f0.bin", "f2.bin", "f4.bin"}
+    assert (
+        requests.post(f"{url}/locks", json={"path": "x"}, headers=basic("reader")).status_code
+        == 403
+    )
+    assert (
+        requests.post(f"{url}/locks", json={"path": "../x"}, headers=basic("alice")).status_code
+        == 422
+    )
+    assert (
+        requests.post(f"{url}/locks/999999/unlock", json={}, headers=basic("alice")).status_code
+        == 404
+    )
+
+
+def test_pre_receive_hook_refuses_pushes_touching_others_locks(
+    server: Server, tmp_path: Path
+) -> None:
+    bare, users, clones = setup_repo(server, tmp_path, "locks/hook")
+    alice, bob = users["alice"], users["bob"]
+    hook = bare / "hooks/pre-receive"
+    shutil.copy(HOOK, hook)
+    hook.chmod(0o755)
+    hook_env = {
+        "PATH": f"{Path(sys.executable).parent}:{bob.env['PATH']}",
+        "LFS_HOOK_USER": "reader",
+        "LFS_HOOK_PASSWORD": "reader-pw",
+    }
+    alice.git("lfs", "lock", "art.psd", cwd=clones["alice"])
+
+    # bob changes the locked file; his client's own lock check is skipped (--no-verify),
+    # as a misconfigured or old client would: the server must still refuse.
+    (clones["bob"] / "art.psd").write_bytes(b"bob was here\n" * 50)
+    bob.git("commit", "-am", "bob edits locked art", cwd=clones["bob"])
+    refused = bob.git("push", "--no-verify", "origin", "main", cwd=clones["bob"], check=False,
+                      env={**hook_env, "REMOTE_USER": "bob"})  # fmt: skip
+    assert refused.returncode != 0
+    assert "art.psd (locked by alice" in refused.stderr
+
+    # A push touching only unlocked files goes through.
+    bob.git("reset", "--hard", "origin/main", cwd=clones["bob"])
+    (clones["bob"] / "notes.txt").write_text("bob's notes\n")
+    bob.git("commit", "-am", "notes only", cwd=clones["bob"])
+    bob.git(
+        "push",
+        "--no-verify",
+        "origin",
+        "main",
+        cwd=clones["bob"],
+        env={**hook_env, "REMOTE_USER": "bob"},
+    )
+
+    # The lock owner may push changes to the locked file.
+    alice.git("pull", "--rebase", "origin", "main", cwd=clones["alice"])
+    (clones["alice"] / "art.psd").write_bytes(b"layer two\n" * 100)
+    alice.git("commit", "-am", "alice edits her locked art", cwd=clones["alice"])
+    alice.git(
+        "push", "origin", "main", cwd=clones["alice"], env={**hook_env, "REMOTE_USER": "alice"}
+    )
+
+    # lfs-server unreachable: the hook refuses rather than letting the push through.
+    (clones["alice"] / "art.psd").write_bytes(b"layer three\n" * 100)
+    alice.git("commit", "-am", "again", cwd=clones["alice"])
+    alice.git("config", "lfs.url", "http://127.0.0.1:9/none.git/info/lfs", cwd=bare)
+    down = alice.git("push", "--no-verify", "origin", "main", cwd=clones["alice"], check=False,
+                     env={**hook_env, "REMOTE_USER": "alice"})  # fmt: skip
+    assert down.returncode != 0 and "cannot list locks" in down.stderr
