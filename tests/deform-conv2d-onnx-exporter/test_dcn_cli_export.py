@@ -1,0 +1,131 @@
+"""The console script and the export() convenience: choices, files, no torch for `lower`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+from components import require_module
+from dcn_support import CASES, assert_matches_torchvision, check_valid, dynamo_export
+from deform_conv2d_onnx_exporter.cli import main
+
+CASE = CASES[0]
+
+
+def test_lower_and_check_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "native.onnx"
+    target = tmp_path / "lowered.onnx"
+    onnx.save(CASE.onnx_deform_conv(19), source)
+    assert main(["lower", str(source), "-o", str(target), "--opset", "17"]) == 0
+    assert "lowered 1 DeformConv node(s)" in capsys.readouterr().out
+    lowered = onnx.load(target)
+    check_valid(lowered)
+    assert lowered.opset_import[0].version == 17
+    assert_matches_torchvision(CASE, "onnxruntime", lowered)
+
+    shapes = ["--shape", "x=2,4,7,10", "--shape", "offset=2,18,7,10", "--shape", "mask=2,9,7,10"]
+    status = main(["check", str(target), *shapes])
+    out = capsys.readouterr().out
+    assert "output y: [2, 6, 7, 10]" in out
+    assert status == 0
+    try:
+        require_module("openvino")
+    except pytest.skip.Exception:
+        return
+    assert "inference precision" in out and "max abs error onnxruntime vs OpenVINO, y:" in out
+
+
+def test_check_explains_that_openvino_cannot_read_deform_conv(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    require_module("openvino")
+    source = tmp_path / "native.onnx"
+    onnx.save(CASE.onnx_deform_conv(19), source)
+    assert main(["check", str(source)]) == 1
+    assert "run `deform-conv2d-onnx lower` first" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["lower", "missing.onnx", "-o", "out.onnx"], "cannot read ONNX model 'missing.onnx'"),
+        (["check", "missing.onnx"], "cannot read ONNX model 'missing.onnx'"),
+    ],
+)
+def test_user_mistakes_are_one_line_errors(
+    argv: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_bad_opset_and_bad_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "native.onnx"
+    onnx.save(CASE.onnx_deform_conv(19), source)
+    assert main(["lower", str(source), "-o", str(tmp_path / "out.onnx"), "--opset", "11"]) == 1
+    assert "opset 11 is not supported" in capsys.readouterr().err
+    assert not (tmp_path / "out.onnx").exists()
+    assert main(["check", str(source), "--shape", "nope=1,2"]) == 1
+    assert "unknown input(s) ['nope']" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["check", str(source), "--shape", "x=1,a"])
+    assert "expected NAME=D0,D1,..." in capsys.readouterr().err
+
+
+def test_help_and_lower_do_not_import_torch(tmp_path: Path) -> None:
+    source = tmp_path / "native.onnx"
+    onnx.save(CASE.onnx_deform_conv(19), source)
+    code = (
+        "import sys\n"
+        "from deform_conv2d_onnx_exporter.cli import main\n"
+        f"assert main(['lower', {str(source)!r}, '-o', {str(tmp_path / 'out.onnx')!r}]) == 0\n"
+        "assert 'torch' not in sys.modules, 'lower imported torch'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "deform_conv2d_onnx_exporter.cli", "--help"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "lower" in done.stdout and "check" in done.stdout
+
+
+def test_export_picks_native_at_19_and_decomposes_below(tmp_path: Path) -> None:
+    native = dynamo_export(CASE, 19, None)
+    assert "DeformConv" in {n.op_type for n in native.graph.node}
+    onnx.checker.check_model(native, full_check=True)
+    assert_matches_torchvision(CASE, "onnxruntime", native)
+
+    below = dynamo_export(CASE, 18, None)
+    check_valid(below)
+    assert below.opset_import[0].version == 18
+    assert_matches_torchvision(CASE, "onnxruntime", below)
+
+
+def test_export_writes_file_and_torchscript_route(tmp_path: Path) -> None:
+    from deform_conv2d_onnx_exporter import export
+
+    target = tmp_path / "model.onnx"
+    proto = export(
+        CASE.torch_module(),
+        CASE.example_args(),
+        target,
+        dynamo=False,
+        opset_version=16,
+        input_names=CASE.input_names(),
+        dynamic_axes={name: {0: "n", 2: "h", 3: "w"} for name in CASE.input_names()},
+    )
+    assert onnx.load(target) == proto
+    check_valid(proto)
+    assert_matches_torchvision(CASE, "onnxruntime", proto)

@@ -1,0 +1,135 @@
+"""Configurations we cannot handle fail early with an error naming the parameter."""
+
+from __future__ import annotations
+
+import io
+
+import onnx
+import pytest
+from dcn_support import CASES, Case, torchscript_export
+from deform_conv2d_onnx_exporter import DeformConvSpec, LoweringError, export, lower_deform_conv
+from onnx import helper
+
+CASE = CASES[0]
+
+
+def test_lower_rejects_opset_below_12() -> None:
+    with pytest.raises(ValueError, match=r"opset 11 is not supported.*>= 12"):
+        lower_deform_conv(CASE.onnx_deform_conv(19), 11)
+
+
+def test_lower_rejects_unknown_kernel_shape() -> None:
+    model = CASE.onnx_deform_conv(19)
+    node = model.graph.node[0]
+    kept = [a for a in node.attribute if a.name != "kernel_shape"]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    # The weight becomes a graph input with free kernel dimensions.
+    weight = model.graph.initializer[0]
+    model.graph.input.append(
+        helper.make_tensor_value_info("W", onnx.TensorProto.FLOAT, [6, 4, "kh", "kw"])
+    )
+    model.graph.initializer.remove(weight)
+    with pytest.raises(LoweringError, match=r"'dcn'.*kernel shape is unknown.*weight 'W'"):
+        lower_deform_conv(model)
+
+
+def test_lower_rejects_3d_deform_conv() -> None:
+    model = CASE.onnx_deform_conv(19)
+    node = model.graph.node[0]
+    for attr in node.attribute:
+        if attr.name == "kernel_shape":
+            attr.ints.append(3)
+    with pytest.raises(
+        LoweringError, match=r"only 2-D DeformConv is supported, got kernel_shape \[3, 3, 3\]"
+    ):
+        lower_deform_conv(model)
+
+
+def test_lower_takes_kernel_from_weight_and_keeps_other_nodes() -> None:
+    model = CASE.onnx_deform_conv(19)
+    node = model.graph.node[0]
+    kept = [a for a in node.attribute if a.name != "kernel_shape"]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    model.graph.node.append(helper.make_node("Relu", ["y"], ["z"]))
+    model.graph.output[0].name = "z"
+    lowered = lower_deform_conv(model)
+    onnx.checker.check_model(lowered, full_check=True)
+    assert [n.op_type for n in lowered.graph.node][-1] == "Relu"
+    assert "DeformConv" not in {n.op_type for n in lowered.graph.node}
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("strides", (0, 1), r"strides must be 2 integers >= 1"),
+        ("pads", (1, 1, -1, 0), r"pads must be 4 integers >= 0"),
+        ("group", 0, r"group must be an integer >= 1"),
+        ("offset_group", 0, r"offset_group must be an integer >= 1"),
+    ],
+)
+def test_spec_validation_names_the_parameter(field: str, value: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        DeformConvSpec(kernel_shape=(3, 3), **{field: value})  # type: ignore[arg-type]
+
+
+def test_torchscript_rejects_opset_below_12() -> None:
+    # torch's registry answers for us (the symbolic is registered from opset 12).
+    with pytest.raises(Exception, match=r"opset version 11 is not supported.*version 12"):
+        torchscript_export(CASE, 11)
+
+
+def test_torchscript_rejects_dynamic_weight_shape() -> None:
+    import torch
+    import torchvision
+    from deform_conv2d_onnx_exporter import register_deform_conv2d_onnx_op
+
+    class WeightAsInput(torch.nn.Module):
+        def forward(
+            self, x: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor
+        ) -> torch.Tensor:
+            return torchvision.ops.deform_conv2d(x, offset, weight, padding=(1, 1))
+
+    register_deform_conv2d_onnx_op()
+    args = (*CASE.example_args()[:2], torch.randn(6, 4, 3, 3))
+    with pytest.raises(Exception, match=r"weight must have a static 4-D shape"):
+        torch.onnx.export(
+            WeightAsInput(),
+            args,
+            io.BytesIO(),
+            dynamo=False,
+            opset_version=17,
+            input_names=["x", "offset", "weight"],
+            dynamic_axes={"weight": {2: "kh", 3: "kw"}},
+        )
+
+
+def test_export_refuses_native_below_opset_19() -> None:
+    with pytest.raises(
+        ValueError, match=r"native DeformConv needs opset >= 19, got opset_version=18"
+    ):
+        export(CASE.torch_module(), CASE.example_args(), opset_version=18, decompose=False)
+
+
+def test_export_refuses_opset_below_12() -> None:
+    with pytest.raises(ValueError, match=r"opset 11 is not supported"):
+        export(CASE.torch_module(), CASE.example_args(), opset_version=11)
+
+
+def test_case_table_covers_every_parameter_value() -> None:
+    """The table is representative: each value from the issue appears at least once."""
+
+    def seen(field: str) -> set[object]:
+        return {getattr(c, field) for c in CASES}
+
+    assert {(1, 1), (3, 3), (3, 5)} <= seen("kernel")
+    assert {(1, 1), (2, 2), (2, 1)} <= seen("stride")
+    assert {(0, 0), (1, 1), (2, 2), (1, 2)} <= seen("padding")
+    assert {(1, 1), (2, 2)} <= seen("dilation")
+    assert {1, 2, 4} <= seen("groups")
+    assert {1, 2, 4} <= seen("offset_groups")
+    assert {True, False} == seen("mask") == seen("bias")
+    assert {1, 3} <= seen("n")
+    assert all(c.h != c.w for c in CASES)
+    assert all(isinstance(c, Case) for c in CASES)

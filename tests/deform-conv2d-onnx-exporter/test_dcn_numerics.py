@@ -1,0 +1,48 @@
+"""The configuration table against torchvision, for lower_deform_conv and both exporters."""
+
+from __future__ import annotations
+
+import pytest
+from dcn_support import (
+    CASES,
+    Case,
+    assert_matches_torchvision,
+    case_ids,
+    check_valid,
+    dynamo_export,
+    torchscript_export,
+)
+from deform_conv2d_onnx_exporter import lower_deform_conv
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_ids(CASES))
+@pytest.mark.parametrize(
+    ("opset", "variant"),
+    [(19, None), (22, None), (13, None)],
+    ids=["gridsample-19", "gridsample-22", "gathernd-13"],
+)
+def test_lower_deform_conv(case: Case, opset: int, variant: str | None, runtime: str) -> None:
+    lowered = lower_deform_conv(
+        case.onnx_deform_conv(19 if opset < 19 else opset), opset, variant=variant
+    )
+    check_valid(lowered)
+    ops = {n.op_type for n in lowered.graph.node}
+    assert ("GridSample" in ops) == (opset >= 16)
+    assert_matches_torchvision(case, runtime, lowered)
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_ids(CASES))
+@pytest.mark.parametrize("opset", [12, 17])
+def test_torchscript_exporter(case: Case, opset: int, runtime: str) -> None:
+    model = torchscript_export(case, opset)
+    check_valid(model)
+    assert model.opset_import[0].version == opset
+    assert_matches_torchvision(case, runtime, model)
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_ids(CASES))
+def test_dynamo_exporter(case: Case, runtime: str) -> None:
+    model = dynamo_export(case, 20)
+    check_valid(model)
+    assert "GridSample" in {n.op_type for n in model.graph.node}
+    assert_matches_torchvision(case, runtime, model)
