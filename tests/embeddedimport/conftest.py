@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pytest
@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from embeddedimport_testpe import (
+    MakeExe,
     add_resources,
     original_bundle,
     original_command,
@@ -49,9 +50,6 @@ def base_exe(pe_bases: list[str]) -> bytes:
         return data
     pytest.skip("no real PE executable with room for a section header")
     raise AssertionError
-
-
-MakeExe = Callable[..., Path]
 
 
 @pytest.fixture

@@ -12,7 +12,11 @@ import os
 import struct
 import sys
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+MakeExe = Callable[..., Path]
+"""The ``make_exe`` fixture: (files, command, name, bundle, extra) -> path of a new exe."""
 
 WINE_DIRS = ["/usr/lib/x86_64-linux-gnu/wine", "/usr/lib/wine", "/usr/lib64/wine"]
 

@@ -36,6 +36,7 @@ __all__ = [
     "pack_command",
     "unpack",
     "unpack_command",
+    "unpack_index",
 ]
 
 RT_RCDATA = 10
@@ -117,6 +118,16 @@ def unpack(data: bytes) -> list[tuple[str, bytes]]:
     or a size mismatch each raise :class:`BundleError` naming the problem. Zero bytes after
     the last name are accepted (resource padding); anything else there is an error.
     """
+    blob, entries = unpack_index(data)
+    return [(name, blob[start:end]) for name, (start, end) in entries.items()]
+
+
+def unpack_index(data: bytes) -> tuple[bytes, dict[str, tuple[int, int]]]:
+    """Validate and inflate a bundle once: the content blob and ``{name: (start, end)}``.
+
+    The same checks as :func:`unpack`, without copying each file: a file's content is
+    ``blob[start:end]``. Names are ``/``-separated and keep the bundle's order.
+    """
     view = memoryview(data)
     total = len(view)
     if total < _HEADER.size:
@@ -139,33 +150,31 @@ def unpack(data: bytes) -> list[tuple[str, bytes]]:
         )
     blob = _inflate(view[table_end:stream_end], uncompressed_size)
     names = _split_names(view[stream_end:], count)
-    files: list[tuple[str, bytes]] = []
-    seen: set[str] = set()
-    for index, (offset, raw_name) in enumerate(zip(offsets, names, strict=True)):
+    if count == 0 and uncompressed_size != 0:
+        raise BundleError(f"bundle has no files but uncompressed_size={uncompressed_size}")
+    if count and offsets[0] != 0:
+        raise BundleError(f"first file {names[0]!r} starts at offset {offsets[0]}, expected 0")
+    entries: dict[str, tuple[int, int]] = {}
+    ends = [*offsets[1:], uncompressed_size][:count]
+    for index, (start, end, raw_name) in enumerate(zip(offsets, ends, names, strict=True)):
         try:
             name = normalize_name(raw_name)
         except BundleError as exc:
             raise BundleError(f"file #{index} has a bad name: {exc}") from None
-        if name in seen:
+        if name in entries:
             raise BundleError(f"file name {raw_name!r} appears twice in the bundle")
-        seen.add(name)
-        end = offsets[index + 1] if index + 1 < count else uncompressed_size
-        if index == 0 and offset != 0:
-            raise BundleError(f"first file {raw_name!r} starts at offset {offset}, expected 0")
-        if end < offset + 1:
+        if end < start + 1:
             raise BundleError(
-                f"file {raw_name!r}: offsets are inconsistent (starts at {offset}, next "
+                f"file {raw_name!r}: offsets are inconsistent (starts at {start}, next "
                 f"starts at {end}; each file needs at least its NUL terminator)"
             )
         if blob[end - 1] != 0:
             raise BundleError(
-                f"file {raw_name!r} (offset {offset}, size {end - offset - 1}) is not "
+                f"file {raw_name!r} (offset {start}, size {end - start - 1}) is not "
                 "followed by a NUL byte: offsets do not match the content"
             )
-        files.append((name, blob[offset : end - 1]))
-    if count == 0 and uncompressed_size != 0:
-        raise BundleError(f"bundle has no files but uncompressed_size={uncompressed_size}")
-    return files
+        entries[name] = (start, end - 1)
+    return blob, entries
 
 
 def _inflate(stream: memoryview, expected: int) -> bytes:

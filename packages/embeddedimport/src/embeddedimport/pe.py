@@ -9,11 +9,14 @@ Resource keys are ``(type, name, language)``: ``int`` for ids, ``str`` for named
 the Windows loader does.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`, no struct, no typing: the start-up hook imports
+# this module in every interpreter whose executable might carry a bundle, and each of those
+# imports costs more than the whole resource lookup.
 import os
-import struct
-from typing import BinaryIO
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING, see above
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 __all__ = ["PEFormatError", "ResourceKey", "find_resource", "read_resources"]
 
@@ -21,12 +24,22 @@ ResourceKey = tuple[int | str, int | str, int]
 """``(type, name, language)``: ids are ``int``, named entries ``str``."""
 
 _RESOURCE_DIRECTORY_INDEX = 2
-_DIR = struct.Struct("<IIHHHH")  # Characteristics, TimeDateStamp, Major, Minor, #named, #ids
-_ENTRY = struct.Struct("<II")  # Name/Id, OffsetToData
-_DATA = struct.Struct("<IIII")  # OffsetToData (RVA), Size, CodePage, Reserved
-_SECTION = struct.Struct("<8sIIII")  # Name, VirtualSize, VirtualAddress, SizeOfRawData, Pointer
-_SECTION_SIZE = 40  # the full IMAGE_SECTION_HEADER; _SECTION reads its first fields
+# IMAGE_RESOURCE_DIRECTORY: Characteristics, TimeDateStamp, Major, Minor (u32 u32 u16 u16),
+# then NumberOfNamedEntries and NumberOfIdEntries (u16 at 12 and 14).
+_DIR_SIZE = 16
+_ENTRY_SIZE = 8  # Name/Id (u32), OffsetToData (u32, high bit: subdirectory)
+_DATA_SIZE = 16  # OffsetToData (RVA), Size, CodePage, Reserved (u32 each)
+_SECTION_SIZE = 40  # IMAGE_SECTION_HEADER: VirtualSize@8 VirtualAddress@12 SizeOfRawData@16
+#                    PointerToRawData@20
 _HIGH = 0x80000000
+
+
+def _u16(data: bytes, at: int) -> int:
+    return int.from_bytes(data[at : at + 2], "little")
+
+
+def _u32(data: bytes, at: int) -> int:
+    return int.from_bytes(data[at : at + 4], "little")
 
 
 class PEFormatError(ValueError):
@@ -36,7 +49,7 @@ class PEFormatError(ValueError):
 class _Source:
     """Random access to the image: bytes in memory or an open file."""
 
-    def __init__(self, data: bytes | None, handle: BinaryIO | None, size: int, label: str):
+    def __init__(self, data: "bytes | None", handle: "BinaryIO | None", size: int, label: str):
         self._data = data
         self._handle = handle
         self.size = size
@@ -69,7 +82,7 @@ class _Image:
                 f"{source.label}: not a PE file (no 'MZ' DOS header); expected a Windows "
                 ".exe or .dll"
             )
-        (pe_offset,) = struct.unpack_from("<I", head, 0x3C)
+        pe_offset = _u32(head, 0x3C)
         if pe_offset + 24 > source.size:
             raise PEFormatError(
                 f"{source.label}: not a PE file (e_lfanew={pe_offset} points past the file)"
@@ -80,12 +93,12 @@ class _Image:
                 f"{source.label}: not a PE file (no 'PE\\0\\0' signature at {pe_offset}); "
                 "an MZ-only DOS or NE/LE program is not supported"
             )
-        sections, optional_size = struct.unpack_from("<2xH12xH", coff, 4)
+        sections, optional_size = _u16(coff, 6), _u16(coff, 20)
         optional_offset = pe_offset + 24
         optional = source.read(optional_offset, optional_size, "the optional header")
         if optional_size < 2:
             raise PEFormatError(f"{source.label}: optional header is missing")
-        (magic,) = struct.unpack_from("<H", optional, 0)
+        magic = _u16(optional, 0)
         if magic == 0x10B:
             count_at = 92
         elif magic == 0x20B:
@@ -98,19 +111,19 @@ class _Image:
         self.is_pe32_plus = magic == 0x20B
         if optional_size < count_at + 4:
             raise PEFormatError(f"{source.label}: optional header is truncated")
-        (rva_count,) = struct.unpack_from("<I", optional, count_at)
+        rva_count = _u32(optional, count_at)
         self.resource_rva = 0
         self.resource_size = 0
         directory_at = count_at + 4 + 8 * _RESOURCE_DIRECTORY_INDEX
         if rva_count > _RESOURCE_DIRECTORY_INDEX and directory_at + 8 <= optional_size:
-            self.resource_rva, self.resource_size = struct.unpack_from(
-                "<II", optional, directory_at
-            )
+            self.resource_rva = _u32(optional, directory_at)
+            self.resource_size = _u32(optional, directory_at + 4)
         table = source.read(
             optional_offset + optional_size, _SECTION_SIZE * sections, "the section table"
         )
         self.sections = [
-            _SECTION.unpack_from(table, _SECTION_SIZE * index)[1:] for index in range(sections)
+            tuple(_u32(table, _SECTION_SIZE * index + field) for field in (8, 12, 16, 20))
+            for index in range(sections)
         ]
 
     def rva_to_offset(self, rva: int, length: int, what: str) -> int:
@@ -127,7 +140,7 @@ class _Image:
         raise PEFormatError(f"{self.source.label}: {what} (RVA {rva:#x}) is not inside any section")
 
 
-def _open(source: str | os.PathLike[str] | bytes) -> tuple[_Source, BinaryIO | None]:
+def _open(source: "str | os.PathLike[str] | bytes") -> "tuple[_Source, BinaryIO | None]":
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
         return _Source(data, None, len(data), "<bytes>"), None
@@ -148,13 +161,13 @@ class _Walker:
     def directory(self, offset: int, level: int) -> list[tuple[int | str, int, bool]]:
         """Entries of the directory at ``offset``: (id or name, target offset, is_directory)."""
         what = f"resource directory (level {level}) at offset {offset:#x}"
-        header = self._read(offset, _DIR.size, what)
-        named, ids = _DIR.unpack(header)[4:]
-        count = named + ids
-        body = self._read(offset + _DIR.size, _ENTRY.size * count, what + " entries")
+        header = self._read(offset, _DIR_SIZE, what)
+        count = _u16(header, 12) + _u16(header, 14)
+        body = self._read(offset + _DIR_SIZE, _ENTRY_SIZE * count, what + " entries")
         entries: list[tuple[int | str, int, bool]] = []
         for index in range(count):
-            key, target = _ENTRY.unpack_from(body, _ENTRY.size * index)
+            key = _u32(body, _ENTRY_SIZE * index)
+            target = _u32(body, _ENTRY_SIZE * index + 4)
             name: int | str
             if key & _HIGH:
                 name = self.name(key & ~_HIGH)
@@ -169,12 +182,13 @@ class _Walker:
         return entries
 
     def name(self, offset: int) -> str:
-        (length,) = struct.unpack("<H", self._read(offset, 2, "resource name length"))
+        length = _u16(self._read(offset, 2, "resource name length"), 0)
         raw = self._read(offset + 2, 2 * length, "resource name")
         return raw.decode("utf-16-le", "surrogatepass")
 
     def data(self, offset: int) -> bytes:
-        rva, size = _DATA.unpack(self._read(offset, _DATA.size, "resource data entry"))[:2]
+        entry = self._read(offset, _DATA_SIZE, "resource data entry")
+        rva, size = _u32(entry, 0), _u32(entry, 4)
         location = self.image.rva_to_offset(rva, size, "resource data")
         return self.image.source.read(location, size, f"resource data at RVA {rva:#x}")
 

@@ -1,0 +1,133 @@
+"""Start-up activation: run the bundle of the executable that started the interpreter.
+
+The wheel installs ``embeddedimport.pth`` into site-packages; its one line calls
+:func:`activate` on Windows (or anywhere when ``EMBEDDEDIMPORT_EXECUTABLE`` is set).
+Without a bundle the cost is reading the PE headers and the top of the resource tree
+of ``sys.executable``. With one, the bundle becomes importable and, if the exe carries
+a command line (resource 201), the application runs once ``site`` has finished (other
+``.pth`` files, ``sitecustomize`` and ``usercustomize`` included) and the process ends
+with the application's exit status: a stock CPython cannot be told to skip its own
+command-line handling, so the hook has to finish the process itself.
+
+Only ``os``, ``sys`` and :mod:`embeddedimport.pe` are imported until a bundle is found.
+"""
+
+# ruff: noqa: PTH116
+# (os.path on purpose: bundle paths such as <exe>/pkg/mod.py are not filesystem paths, and
+# pathlib would add an import to every bundled start-up.)
+
+import os
+import sys
+
+from .pe import PEFormatError, find_resource
+
+# Neither typing nor `from __future__ import annotations`: each import here is paid by
+# every interpreter start-up that checks for a bundle.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from types import FrameType
+
+__all__ = ["ENVIRONMENT_VARIABLE", "activate"]
+
+ENVIRONMENT_VARIABLE = "EMBEDDEDIMPORT_EXECUTABLE"
+"""Names the executable whose bundle to run instead of ``sys.executable`` (tests, Linux).
+
+It is removed from ``os.environ`` when read, so child interpreters do not run it again.
+"""
+
+_RT_RCDATA = 10
+_BUNDLE_ID = 200
+
+
+def activate(executable: str | None = None, argv: "Sequence[str] | None" = None) -> None:
+    """Install and run the bundle of ``executable`` if it has one; otherwise do nothing.
+
+    ``executable`` defaults to ``$EMBEDDEDIMPORT_EXECUTABLE``, else ``sys.executable``
+    on Windows. ``argv`` (the user's arguments) defaults to ``sys.orig_argv[1:]`` with
+    one leading ``--`` removed (how a user passes arguments starting with ``-`` past
+    CPython's own option parser).
+    """
+    if executable is None:
+        executable = os.environ.pop(ENVIRONMENT_VARIABLE, None)
+        if executable is None:
+            if sys.platform != "win32":
+                return
+            executable = sys.executable
+    try:
+        data = find_resource(executable, _RT_RCDATA, _BUNDLE_ID)
+    except (OSError, PEFormatError):
+        return
+    if data is None:
+        return
+    _start(executable, data, argv)
+
+
+def _start(executable: str, data: bytes, argv: "Sequence[str] | None") -> None:
+    from .bundle import COMMAND_ID, BundleError, unpack_command
+    from .importer import Bundle, install
+
+    try:
+        stat = os.stat(executable)
+        command_data = find_resource(executable, _RT_RCDATA, COMMAND_ID)
+        command = unpack_command(command_data) if command_data is not None else None
+        bundle = Bundle(executable, data, command, (stat.st_mtime_ns, stat.st_size))
+    except (OSError, PEFormatError, BundleError) as exc:
+        _fatal(f"{executable}: cannot start the bundled application: {exc}")
+        return
+    if bundle.command is None:
+        # No stored command: the bundle is importable and CPython carries on as usual.
+        install(bundle=bundle, index=0)
+        return
+    if argv is None:
+        argv = list(getattr(sys, "orig_argv", sys.argv)[1:])
+        if argv[:1] == ["--"]:
+            del argv[0]
+    user_args = list(argv)
+
+    def run_application() -> None:
+        from .runtime import exit_status, finish, launch, report
+
+        error: BaseException | None = None
+        try:
+            launch(bundle.executable, user_args, bundle=bundle)
+        except BaseException as exc:  # everything, as CPython's main loop does
+            error = exc
+        finish(exit_status(error, report))
+
+    _after_site(run_application)
+
+
+def _after_site(action: "Callable[[], None]") -> None:
+    """Run ``action`` at the end of ``site.main()`` if it is running, else now."""
+    site = sys.modules.get("site")
+    main = getattr(site, "main", None)
+    customize = getattr(site, "execsitecustomize", None)
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and (main is None or frame.f_code is not main.__code__):
+        frame = frame.f_back
+    if frame is None or customize is None or site is None:
+        action()
+        return
+    user_customize = getattr(site, "execusercustomize", None)
+
+    def customize_then_run() -> None:
+        # site.main() ends with execsitecustomize() and, if enabled, execusercustomize();
+        # run both, then the application (which ends the process).
+        customize()
+        if getattr(site, "ENABLE_USER_SITE", False) and user_customize is not None:
+            user_customize()
+        action()
+
+    site.execsitecustomize = customize_then_run  # type: ignore[attr-defined]
+
+
+def _fatal(message: str) -> None:
+    if sys.stderr is not None:
+        print(message, file=sys.stderr)  # noqa: T201 - no logging at start-up
+        sys.stderr.flush()
+    else:
+        from .runtime import message_box
+
+        message_box(message)
+    os._exit(1)

@@ -1,0 +1,299 @@
+"""Running a bundled application the way the original executable did.
+
+The original exe prepended its stored command line (resource 201, typically ``-m main``)
+to the user's arguments and let CPython parse the result, with the bundle importable
+from ``sys.path``. :func:`parse_command_line` reads such a command line (the subset of
+CPython's options that can still take effect in a running interpreter) and
+:func:`launch` installs the bundle, sets ``sys.argv``/``sys.path`` as CPython would,
+and runs ``__main__``. :func:`finish` turns an outcome into an exit status the way
+CPython's shutdown does, for the start-up hook, which must end the process itself.
+"""
+
+# ruff: noqa: PTH100, PTH109, PTH119, PTH120
+# (os.path on purpose: bundle paths such as <exe>/pkg/mod.py are not filesystem paths, and
+# pathlib would add an import to every bundled start-up.)
+
+from __future__ import annotations
+
+import builtins
+import os
+import sys
+import types
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+
+from .importer import Bundle, install
+
+__all__ = [
+    "Command",
+    "CommandLineError",
+    "exit_status",
+    "finish",
+    "launch",
+    "message_box",
+    "parse_command_line",
+    "report",
+    "run",
+]
+
+_SUPPORTED = "-m MODULE, -c CODE, a script path, and the options -B, -u, -W ARG"
+
+
+class CommandLineError(ValueError):
+    """A command line the runtime cannot execute; the message says what is supported."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """What to run: ``kind`` is "module", "code" or "script"; ``args`` become sys.argv[1:]."""
+
+    kind: str
+    target: str
+    args: tuple[str, ...] = ()
+    unbuffered: bool = False
+    dont_write_bytecode: bool = False
+    warnoptions: tuple[str, ...] = field(default_factory=tuple)
+
+
+def parse_command_line(argv: Sequence[str]) -> Command:
+    """Parse ``[options] (-m MODULE | -c CODE | SCRIPT) [args]`` as CPython would.
+
+    Raises :class:`CommandLineError` for anything else (options that only work when
+    given to the interpreter at start-up, a missing target, stdin as the program).
+    """
+    unbuffered = dont_write = False
+    warnoptions: list[str] = []
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        if arg == "--":
+            index += 1
+            break
+        if not arg.startswith("-") or arg == "-":
+            break
+        flags = arg[1:]
+        position = 0
+        while position < len(flags):
+            flag = flags[position]
+            rest = flags[position + 1 :]
+            if flag in "mcW":
+                if rest:
+                    value = rest
+                elif index + 1 < len(argv):
+                    index += 1
+                    value = argv[index]
+                else:
+                    raise CommandLineError(f"option -{flag} needs an argument")
+                if flag == "W":
+                    warnoptions.append(value)
+                    break
+                return Command(
+                    "module" if flag == "m" else "code",
+                    value,
+                    tuple(argv[index + 1 :]),
+                    unbuffered,
+                    dont_write,
+                    tuple(warnoptions),
+                )
+            if flag == "B":
+                dont_write = True
+            elif flag == "u":
+                unbuffered = True
+            else:
+                raise CommandLineError(
+                    f"option {'-' + flag if not arg.startswith('--') else arg!r} in "
+                    f"{' '.join(argv)!r} can only be given to the interpreter at start-up; "
+                    f"the embeddedimport runtime supports {_SUPPORTED}"
+                )
+            position += 1
+        index += 1
+    if index >= len(argv):
+        raise CommandLineError(
+            f"command line {list(argv)!r} names nothing to run; expected {_SUPPORTED}"
+        )
+    if argv[index] == "-":
+        raise CommandLineError("reading the program from stdin ('-') is not supported")
+    return Command(
+        "script",
+        argv[index],
+        tuple(argv[index + 1 :]),
+        unbuffered,
+        dont_write,
+        tuple(warnoptions),
+    )
+
+
+def launch(
+    executable: str | os.PathLike[str],
+    user_args: Sequence[str],
+    *,
+    bundle: Bundle | None = None,
+    command: Sequence[str] | None = None,
+    replace_path0: bool = False,
+) -> None:
+    """Run the bundle of ``executable`` with ``user_args`` as the exe would.
+
+    The command line is ``command`` (default: the stored resource 201) followed by
+    ``user_args``. ``sys.path`` becomes ``[path0, <exe>, ...]`` like CPython with the
+    original's importer (``path0`` is the working directory for ``-m``, ``""`` for
+    ``-c``, the script's directory otherwise; none with ``-P``/``-I``).
+    ``replace_path0`` drops the current ``sys.path[0]`` first (``python -m
+    embeddedimport`` has one of its own). Exceptions, including ``SystemExit``,
+    propagate from the application as they would from ``python -m``.
+    """
+    if bundle is None:
+        bundle = Bundle.from_executable(executable)
+    stored = list(command) if command is not None else bundle.command
+    if stored is None:
+        raise CommandLineError(
+            f"{bundle.executable!r} has no stored command line (resource 201); give one "
+            "after the executable, for example: -m main"
+        )
+    parsed = parse_command_line([*stored, *user_args])
+    safe_path = bool(getattr(sys.flags, "safe_path", False))
+    if replace_path0 and sys.path and not safe_path:
+        del sys.path[0]
+    install(bundle=bundle, index=0)
+    if not safe_path:
+        sys.path.insert(0, _path0(parsed))
+    _apply_options(parsed)
+    run(parsed)
+
+
+def _path0(command: Command) -> str:
+    if command.kind == "module":
+        return os.getcwd()
+    if command.kind == "code":
+        return ""
+    return os.path.dirname(os.path.abspath(command.target))
+
+
+def _apply_options(command: Command) -> None:
+    if command.dont_write_bytecode:
+        sys.dont_write_bytecode = True
+    if command.unbuffered:
+        for stream in (sys.stdout, sys.stderr):
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(write_through=True)
+    if command.warnoptions:
+        sys.warnoptions.extend(command.warnoptions)
+        warnings._processoptions(list(command.warnoptions))  # type: ignore[attr-defined]
+
+
+def run(command: Command) -> None:
+    """Execute ``command`` in a fresh ``__main__`` module (sys.path already prepared)."""
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = main
+    if command.kind == "module":
+        import runpy
+
+        sys.argv = ["-m", *command.args]
+        # The same entry point CPython's own -m uses: the real __main__ namespace.
+        runpy._run_module_as_main(command.target, alter_argv=True)  # type: ignore[attr-defined]
+        return
+    if command.kind == "code":
+        sys.argv = ["-c", *command.args]
+        from importlib.machinery import BuiltinImporter
+
+        main.__dict__["__loader__"] = BuiltinImporter
+        exec(compile(command.target, "<string>", "exec"), main.__dict__)  # noqa: S102 - like -c
+        return
+    from importlib.machinery import SourceFileLoader
+
+    sys.argv = [command.target, *command.args]
+    with open(command.target, "rb") as handle:
+        source = handle.read()
+    main.__dict__.update(
+        __file__=command.target,
+        __cached__=None,
+        __loader__=SourceFileLoader("__main__", command.target),
+    )
+    exec(compile(source, command.target, "exec"), main.__dict__)  # noqa: S102 - a script
+
+
+def exit_status(error: BaseException | None, report: Callable[[BaseException], None]) -> int:
+    """The process exit status CPython would use after ``error`` (``None``: clean exit).
+
+    ``SystemExit(None)`` is 0, an int is itself, anything else is printed and gives 1;
+    other exceptions are reported with ``report`` and give 1 (``KeyboardInterrupt``
+    gives CPython's Ctrl-C status).
+    """
+    if error is None:
+        return 0
+    if isinstance(error, SystemExit):
+        code = error.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return _c_int(code)
+        if sys.stderr is not None:
+            print(code, file=sys.stderr)  # noqa: T201 - as CPython prints it
+        else:
+            report(error)
+        return 1
+    report(error)
+    if isinstance(error, KeyboardInterrupt):
+        return _c_int(0xC000013A) if sys.platform == "win32" else 130
+    return 1
+
+
+def _c_int(value: int) -> int:
+    """``value`` cast to a C int, as CPython does with an exit code."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def finish(status: int) -> None:
+    """End the process like CPython's shutdown: join threads, run atexit, flush, exit."""
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        threading._shutdown()
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            status = status or 120
+    os._exit(status)
+
+
+def report(error: BaseException) -> None:
+    """Show an uncaught error: on stderr, or in a message box when there is no console."""
+    import traceback
+
+    error = error.with_traceback(_without_our_frames(error.__traceback__))
+    if sys.stderr is None:
+        message_box("".join(traceback.format_exception(type(error), error, error.__traceback__)))
+    elif sys.excepthook is not sys.__excepthook__:
+        sys.excepthook(type(error), error, error.__traceback__)
+    else:
+        # The Python-level printer asks the loader for source lines (linecache), so
+        # bundled frames show their code; CPython's C printer only reads real files.
+        traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+
+
+def _without_our_frames(tb: TracebackType | None) -> TracebackType | None:
+    """Drop this package's leading frames: the traceback starts where CPython's would."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    while (
+        tb is not None and os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) == here
+    ):
+        tb = tb.tb_next
+    return tb
+
+
+def message_box(text: str) -> None:  # pragma: no cover - needs a Windows GUI process
+    """Show ``text`` in an error message box (GUI executables have no console)."""
+    if sys.platform != "win32":
+        return
+    import ctypes
+
+    title = os.path.basename(sys.executable) or "Python"
+    ctypes.windll.user32.MessageBoxW(None, text, title, 0x10)  # MB_ICONERROR
