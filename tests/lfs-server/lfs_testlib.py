@@ -104,18 +104,9 @@ def start_server(
             result = cli(*args, data=data, stdin=password + "\n", env=env)
             assert result.returncode == 0, result.stderr
     port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "lfs_server.cli",
-        "serve",
-        "--data",
-        str(data),
-        "--listen",
-        f"127.0.0.1:{port}",
-        "--workers",
-        "2",
-    ]
+    # Configured through LFS_* variables, as the Dockerfile does, via the console script.
+    env.update({"LFS_DATA_DIR": str(data), "LFS_LISTEN": f"127.0.0.1:{port}", "LFS_WORKERS": "2"})
+    cmd = [str(Path(sys.executable).parent / "lfs-server"), "serve"]
     if no_nginx:
         cmd.append("--no-nginx")
     log = open(data / "serve.log", "w")  # noqa: SIM115 (closed with the process)

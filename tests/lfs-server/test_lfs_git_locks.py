@@ -126,8 +126,15 @@ def test_pre_receive_hook_refuses_pushes_touching_others_locks(
     # as a misconfigured or old client would: the server must still refuse.
     (clones["bob"] / "art.psd").write_bytes(b"bob was here\n" * 50)
     bob.git("commit", "-am", "bob edits locked art", cwd=clones["bob"])
-    refused = bob.git("push", "--no-verify", "origin", "main", cwd=clones["bob"], check=False,
-                      env={**hook_env, "REMOTE_USER": "bob"})  # fmt: skip
+    refused = bob.git(
+        "push",
+        "--no-verify",
+        "origin",
+        "main",
+        cwd=clones["bob"],
+        check=False,
+        env={**hook_env, "REMOTE_USER": "bob"},
+    )
     assert refused.returncode != 0
     assert "art.psd (locked by alice" in refused.stderr
 
@@ -156,6 +163,13 @@ def test_pre_receive_hook_refuses_pushes_touching_others_locks(
     (clones["alice"] / "art.psd").write_bytes(b"layer three\n" * 100)
     alice.git("commit", "-am", "again", cwd=clones["alice"])
     alice.git("config", "lfs.url", "http://127.0.0.1:9/none.git/info/lfs", cwd=bare)
-    down = alice.git("push", "--no-verify", "origin", "main", cwd=clones["alice"], check=False,
-                     env={**hook_env, "REMOTE_USER": "alice"})  # fmt: skip
+    down = alice.git(
+        "push",
+        "--no-verify",
+        "origin",
+        "main",
+        cwd=clones["alice"],
+        check=False,
+        env={**hook_env, "REMOTE_USER": "alice"},
+    )
     assert down.returncode != 0 and "cannot list locks" in down.stderr

@@ -59,6 +59,9 @@ def render_nginx_config(
 
 
 def find_nginx() -> str | None:
-    """The nginx binary on PATH (or /usr/sbin, where Debian puts it)."""
+    """The nginx binary: $LFS_NGINX_BIN if set, else PATH (plus /usr/sbin, Debian's place)."""
+    explicit = os.environ.get("LFS_NGINX_BIN")
+    if explicit is not None:
+        return explicit if os.access(explicit, os.X_OK) else None
     path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
     return shutil.which("nginx", path=path)

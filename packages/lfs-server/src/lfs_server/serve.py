@@ -112,6 +112,7 @@ class Supervisor:
             "--timeout", "600",
             "--graceful-timeout", "10",
             "--log-level", "warning",
+            "--pid", str(self.config.run_dir / "gunicorn.pid"),
             "lfs_server.wsgi:app",
         ]  # fmt: skip
 
