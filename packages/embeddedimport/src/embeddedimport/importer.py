@@ -225,13 +225,13 @@ class EmbeddedImporter:
     # --- loader -------------------------------------------------------------------------
 
     def _require(self, fullname: str) -> tuple[str, bool]:
+        if fullname == "__main__":
+            # linecache asks for "__main__" when a bundled module runs as the main module
+            # (python -m): answer for the module that really is __main__.
+            spec = getattr(sys.modules.get(fullname), "__spec__", None)
+            if spec is not None and spec.loader is self:
+                fullname = spec.name
         found = self._lookup(fullname)
-        if found is None:
-            # linecache asks for "__main__" when a bundled module runs as the main module.
-            main = sys.modules.get(fullname)
-            spec = getattr(main, "__spec__", None)
-            if spec is not None and spec.loader is self and spec.name != fullname:
-                found = self._lookup(spec.name)
         if found is None:
             raise ImportError(
                 f"cannot find module {fullname!r} in {self.path!r}",

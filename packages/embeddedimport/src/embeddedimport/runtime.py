@@ -136,9 +136,10 @@ def launch(
     """Run the bundle of ``executable`` with ``user_args`` as the exe would.
 
     The command line is ``command`` (default: the stored resource 201) followed by
-    ``user_args``. ``sys.path`` becomes ``[path0, <exe>, ...]`` like CPython with the
-    original's importer (``path0`` is the working directory for ``-m``, ``""`` for
-    ``-c``, the script's directory otherwise; none with ``-P``/``-I``).
+    ``user_args``; without either, ``user_args`` alone (``-m MODULE ...``).
+    ``sys.path`` becomes ``[path0, <exe>, ...]`` like CPython with the original's
+    importer (``path0`` is the working directory for ``-m``, ``""`` for ``-c``, the
+    script's directory otherwise; none with ``-P``/``-I``).
     ``replace_path0`` drops the current ``sys.path[0]`` first (``python -m
     embeddedimport`` has one of its own). Exceptions, including ``SystemExit``,
     propagate from the application as they would from ``python -m``.
@@ -147,10 +148,13 @@ def launch(
         bundle = Bundle.from_executable(executable)
     stored = list(command) if command is not None else bundle.command
     if stored is None:
-        raise CommandLineError(
-            f"{bundle.executable!r} has no stored command line (resource 201); give one "
-            "after the executable, for example: -m main"
-        )
+        # Like the original exe without resource 201: the arguments are the command line.
+        if not user_args:
+            raise CommandLineError(
+                f"{bundle.executable!r} has no stored command line (resource 201); give one "
+                "after the executable, for example: -m main"
+            )
+        stored = []
     parsed = parse_command_line([*stored, *user_args])
     safe_path = bool(getattr(sys.flags, "safe_path", False))
     if replace_path0 and sys.path and not safe_path:

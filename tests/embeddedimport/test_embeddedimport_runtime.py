@@ -1,0 +1,364 @@
+"""Running bundled applications: ``python -m embeddedimport`` and the start-up hook.
+
+The hook is exercised for real: a fresh virtual environment gets the ``embeddedimport.pth``
+the wheel ships, and its interpreter is started with ``EMBEDDEDIMPORT_EXECUTABLE``
+pointing at an executable (on Windows, ``sys.executable`` itself is used). Both ways of
+running an app must give it the same ``sys.argv``, ``sys.path`` and module attributes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+import venv
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import embeddedimport
+import pytest
+from embeddedimport.runtime import CommandLineError, parse_command_line
+from embeddedimport_testpe import MakeExe, original_bundle
+
+PACKAGE = Path(embeddedimport.__file__).resolve().parent
+SHIPPED_PTH = PACKAGE.parent / "embeddedimport.pth"
+ENV_VAR = "EMBEDDEDIMPORT_EXECUTABLE"
+
+REPORT = b"""\
+import json, os, sys
+import app
+print(json.dumps({
+    "argv": sys.argv,
+    "file": __file__,
+    "name": __name__,
+    "spec": __spec__.name if __spec__ else None,
+    "package": __package__,
+    "loader": type(__loader__).__name__,
+    "path01": sys.path[:2],
+    "app_file": app.__file__,
+    "sitecustomized": getattr(sys, "SITECUSTOMIZED", False),
+    "later_pth": any(p.endswith("added-by-later-pth") for p in sys.path),
+    "main_is_module": sys.modules["__main__"].__dict__ is globals(),
+}))
+"""
+APP = [
+    ("main.py", REPORT),
+    ("app/__init__.py", b""),
+    ("app/__main__.py", b"import sys\nprint('package main', sys.argv[1:])\n"),
+    (
+        "app/cli.py",
+        b"import sys\n\n\ndef crash():\n    raise RuntimeError('bundled failure')\n\n\n"
+        b"if 'crash' in sys.argv:\n    crash()\n",
+    ),
+    ("exit7.py", b"import sys\nsys.exit(7)\n"),
+    ("exitmsg.py", b"import sys\nsys.exit('fatal: bad input')\n"),
+    (
+        "shutdown.py",
+        b"import atexit, threading, time\n"
+        b"atexit.register(lambda: print('atexit ran', flush=True))\n"
+        b"def late():\n    time.sleep(0.2)\n    print('thread done')\n"
+        b"threading.Thread(target=late).start()\n"
+        b"print('main done', end='')\n",
+    ),
+    (
+        "child.py",
+        b"import subprocess, sys\n"
+        b"subprocess.run([sys.executable, '-c', "
+        b"'import os; print(os.environ.get(\"EMBEDDEDIMPORT_EXECUTABLE\"))'], check=True)\n",
+    ),
+]
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> dict:
+        return json.loads(self.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def hook_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv whose site-packages holds the shipped .pth, like an installed wheel."""
+    root = tmp_path_factory.mktemp("hookvenv")
+    venv.EnvBuilder(with_pip=False, symlinks=sys.platform != "win32").create(root / "venv")
+    python = root / "venv" / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    site_packages = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
+    # Sorted before embeddedimport.pth: where an installed wheel would put the package.
+    (site_packages / "_embeddedimport_source.pth").write_text(str(PACKAGE.parent) + "\n")
+    (site_packages / "embeddedimport.pth").write_bytes(SHIPPED_PTH.read_bytes())
+    # Processed after ours: the app must still see their effects (it runs after site).
+    (site_packages / "zz_later.pth").write_text(str(root / "added-by-later-pth") + "\n")
+    (root / "added-by-later-pth").mkdir()
+    (site_packages / "sitecustomize.py").write_text("import sys\nsys.SITECUSTOMIZED = True\n")
+    return python
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON") and k != ENV_VAR}
+    env.update(extra)
+    return env
+
+
+def run_hook(python: Path, exe: Path, args: Sequence[str], cwd: Path) -> Result:
+    """Start the venv's interpreter as if it were ``exe`` (the hook reads exe's resources)."""
+    done = subprocess.run(
+        [str(python), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=_env(**{ENV_VAR: str(exe)}),
+        timeout=60,
+    )
+    return Result(done.returncode, done.stdout, done.stderr)
+
+
+def run_module(exe: Path, args: Sequence[str], cwd: Path) -> Result:
+    """``python -m embeddedimport exe args`` with the test interpreter."""
+    return run_cli([str(exe), *args], cwd)
+
+
+def both(python: Path, exe: Path, args: Sequence[str], cwd: Path) -> tuple[Result, Result]:
+    return run_hook(python, exe, args, cwd), run_module(exe, args, cwd)
+
+
+def test_the_wheel_ships_the_startup_file() -> None:
+    pyproject = tomllib.loads((PACKAGE.parent.parent / "pyproject.toml").read_text())
+    force = pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
+    assert force == {"src/embeddedimport.pth": "embeddedimport.pth"}
+    line = SHIPPED_PTH.read_text()
+    assert line.startswith("import ") and line.count("\n") == 1  # site.py exec()s such lines
+
+
+def test_app_sees_the_same_world_both_ways(
+    hook_python: Path, make_exe: MakeExe, tmp_path: Path
+) -> None:
+    exe = make_exe(APP)
+    args = ["input.txt", "--flag", "-x", "ünï"]
+    hook, module = both(hook_python, exe, args, tmp_path)
+    assert hook.returncode == 0, hook.stderr
+    assert module.returncode == 0, module.stderr
+    main_file = os.path.join(str(exe), "main.py")
+    expected = {
+        "argv": [main_file, *args],
+        "file": main_file,
+        "name": "__main__",
+        "spec": "main",
+        "package": "",
+        "loader": "EmbeddedImporter",
+        "path01": [str(tmp_path), str(exe)],
+        "app_file": os.path.join(str(exe), "app", "__init__.py"),
+        "main_is_module": True,
+    }
+    got_hook, got_module = hook.json(), module.json()
+    assert {k: got_hook[k] for k in expected} == expected
+    assert {k: got_module[k] for k in expected} == expected
+    # The hook runs the app only after site.py finished: later .pth files, sitecustomize.
+    assert got_hook["sitecustomized"] is True
+    assert got_hook["later_pth"] is True
+
+
+def test_double_dash_lets_options_past_cpythons_own_parser(
+    hook_python: Path, make_exe: MakeExe, tmp_path: Path
+) -> None:
+    exe = make_exe(APP)
+    hook = run_hook(hook_python, exe, ["--", "--help", "x"], tmp_path)
+    assert hook.returncode == 0, hook.stderr
+    assert hook.json()["argv"][1:] == ["--help", "x"]
+    module = run_module(exe, ["--help", "x"], tmp_path)
+    assert module.json()["argv"][1:] == ["--help", "x"]
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "returncode", "stdout", "stderr"),
+    [
+        (["-m", "exit7"], [], 7, "", ""),
+        (["-m", "exitmsg"], [], 1, "", "fatal: bad input"),
+        (["-m", "app"], ["one"], 0, "package main ['one']", ""),
+        (["-B", "-u", "-W", "ignore", "-m", "app"], [], 0, "package main []", ""),
+        (["-c", "import sys; print(sys.argv)"], ["x"], 0, "['-c', 'x']", ""),
+        (["-m", "nosuchmodule"], [], 1, "", "No module named nosuchmodule"),
+        (["-m", "shutdown"], [], 0, "main donethread done\natexit ran", ""),
+        (["-m", "child"], [], 0, "None", ""),
+    ],
+    ids=[
+        "exit-code",
+        "exit-message",
+        "package-main",
+        "options",
+        "dash-c",
+        "missing",
+        "shutdown",
+        "child-env",
+    ],
+)
+def test_exit_status_and_output_match_cpython(
+    hook_python: Path,
+    make_exe: MakeExe,
+    tmp_path: Path,
+    command: list[str],
+    args: list[str],
+    returncode: int,
+    stdout: str,
+    stderr: str,
+) -> None:
+    exe = make_exe(APP, command=command)
+    for result in both(hook_python, exe, args, tmp_path):
+        assert result.returncode == returncode, result.stderr
+        assert stdout in result.stdout
+        assert stderr in result.stderr
+
+
+def test_uncaught_error_shows_bundled_source_without_our_frames(
+    hook_python: Path, make_exe: MakeExe, tmp_path: Path
+) -> None:
+    exe = make_exe(APP, command=["-m", "app.cli"])
+    for result in both(hook_python, exe, ["crash"], tmp_path):
+        assert result.returncode == 1
+        cli = os.path.join(str(exe), "app", "cli.py")
+        assert f'File "{cli}", line 5, in crash' in result.stderr
+        assert "raise RuntimeError('bundled failure')" in result.stderr
+        assert "RuntimeError: bundled failure" in result.stderr
+        assert "embeddedimport" + os.sep not in result.stderr.replace(str(exe), "")
+
+
+def test_without_a_stored_command_the_bundle_is_just_importable(
+    hook_python: Path, make_exe: MakeExe, tmp_path: Path
+) -> None:
+    exe = make_exe(APP, command=None)
+    hook = run_hook(hook_python, exe, ["-c", "import app; print(app.__file__)"], tmp_path)
+    assert hook.returncode == 0, hook.stderr
+    assert hook.stdout.strip() == os.path.join(str(exe), "app", "__init__.py")
+    module = run_module(exe, [], tmp_path)
+    assert module.returncode == 2
+    assert "no stored command line (resource 201)" in module.stderr
+    given = run_module(exe, ["-m", "app", "z"], tmp_path)
+    assert given.returncode == 0, given.stderr
+    assert "package main ['z']" in given.stdout
+
+
+def test_an_executable_without_a_bundle_changes_nothing(
+    hook_python: Path, base_exe: bytes, tmp_path: Path
+) -> None:
+    plain = tmp_path / "plain.exe"
+    plain.write_bytes(base_exe)
+    code = "import sys; print('plain', 'embeddedimport.importer' in sys.modules)"
+    result = run_hook(hook_python, plain, ["-c", code], tmp_path)
+    assert (result.returncode, result.stdout.strip()) == (0, "plain False")
+    assert result.stderr == ""
+
+
+def test_a_corrupt_bundle_stops_with_a_clear_message(
+    hook_python: Path, make_exe: MakeExe, tmp_path: Path
+) -> None:
+    exe = make_exe(bundle=original_bundle([("main.py", b"print(1)\n")])[:-3])
+    hook = run_hook(hook_python, exe, [], tmp_path)
+    assert hook.returncode == 1
+    assert "cannot start the bundled application" in hook.stderr
+    assert "truncated" in hook.stderr
+    assert "Traceback" not in hook.stderr
+    module = run_module(exe, [], tmp_path)
+    assert module.returncode == 2
+    assert "truncated" in module.stderr
+    assert "Traceback" not in module.stderr
+
+
+def run_cli(args: Sequence[str], cwd: Path) -> Result:
+    """``python -m embeddedimport`` with raw arguments."""
+    done = subprocess.run(
+        [sys.executable, "-m", "embeddedimport", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=_env(PYTHONPATH=str(PACKAGE.parent)),
+        timeout=60,
+    )
+    return Result(done.returncode, done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [([], "usage"), (["missing.exe"], "missing.exe: no such file")],
+)
+def test_cli_user_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    result = run_cli(args, tmp_path)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_reports_a_pe_without_bundle(base_exe: bytes, tmp_path: Path) -> None:
+    plain = tmp_path / "plain.exe"
+    plain.write_bytes(base_exe)
+    result = run_module(plain, [], tmp_path)
+    assert result.returncode == 2
+    assert "resource RT_RCDATA 200 is missing" in result.stderr
+
+
+def test_cli_help(tmp_path: Path) -> None:
+    result = run_cli(["--help"], tmp_path)
+    assert result.returncode == 0
+    assert "APP.exe" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "kind", "target", "args"),
+    [
+        (["-m", "main"], "module", "main", ()),
+        (["-mmain", "a"], "module", "main", ("a",)),
+        (["-B", "-m", "pkg.mod", "-m", "x"], "module", "pkg.mod", ("-m", "x")),
+        (["-c", "pass", "-c"], "code", "pass", ("-c",)),
+        (["-uB", "script.py", "--opt"], "script", "script.py", ("--opt",)),
+        (["--", "-weird.py"], "script", "-weird.py", ()),
+        (["-W", "error", "-Wignore", "-m", "m"], "module", "m", ()),
+    ],
+)
+def test_parse_command_line(argv: list[str], kind: str, target: str, args: tuple) -> None:
+    command = parse_command_line(argv)
+    assert (command.kind, command.target, command.args) == (kind, target, args)
+
+
+def test_parse_command_line_options() -> None:
+    command = parse_command_line(["-uB", "-W", "error", "-Wignore", "-m", "m"])
+    assert command.unbuffered and command.dont_write_bytecode
+    assert command.warnoptions == ("error", "ignore")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "names nothing to run"),
+        (["-B"], "names nothing to run"),
+        (["-m"], "needs an argument"),
+        (["-X", "utf8", "-m", "main"], "-X.*at start-up.*supports -m MODULE"),
+        (["-I", "-m", "main"], "-I"),
+        (["-"], "stdin"),
+    ],
+)
+def test_parse_command_line_refuses_what_it_cannot_do(argv: list[str], message: str) -> None:
+    with pytest.raises(CommandLineError, match=message):
+        parse_command_line(argv)
+
+
+def test_stored_command_with_startup_only_option_is_reported(
+    hook_python: Path, make_exe: MakeExe, tmp_path: Path
+) -> None:
+    exe = make_exe(APP, command=["-X", "utf8", "-m", "main"])
+    module = run_module(exe, [], tmp_path)
+    assert module.returncode == 2
+    assert "can only be given to the interpreter at start-up" in module.stderr
+    hook = run_hook(hook_python, exe, [], tmp_path)
+    assert hook.returncode == 1
+    assert "can only be given to the interpreter at start-up" in hook.stderr
