@@ -77,3 +77,24 @@ def harness_exe(tmp_path_factory: pytest.TempPathFactory, mingw_gcc: str) -> Pat
 @pytest.fixture(scope="session")
 def harness(wine: Wine, harness_exe: Path) -> Harness:
     return Harness(wine, harness_exe)
+
+
+@pytest.fixture(scope="session")
+def recorder_exe(tmp_path_factory: pytest.TempPathFactory, mingw_gcc: str) -> Path:
+    """recordargs.exe: a stand-in for python.exe/powershell.exe/fltmc.exe that logs its argv."""
+    out = tmp_path_factory.mktemp("recorder") / "recordargs.exe"
+    subprocess.run(
+        [
+            mingw_gcc,
+            "-municode",
+            "-O2",
+            "-Wall",
+            "-Werror",
+            "-o",
+            str(out),
+            str(HARNESS_DIR / "recordargs.c"),
+        ],
+        check=True,
+        timeout=120,
+    )
+    return out

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import struct
 import subprocess
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,3 +136,31 @@ class Harness:
             else:
                 found.append((t, n, int(lang), value))
         return Dump(resources, found)
+
+
+def png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
+    """A minimal valid PNG, for icon images."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    rows = b"".join(b"\0" + bytes(rgb) * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+def ico(sizes: list[int]) -> bytes:
+    images = [png(s, s, (s, 0, 255 - s)) for s in sizes]
+    out = bytearray(struct.pack("<HHH", 0, 1, len(images)))
+    offset = 6 + 16 * len(images)
+    for size, data in zip(sizes, images, strict=True):
+        out += struct.pack("<BBBBHHII", size % 256, size % 256, 0, 0, 1, 32, len(data), offset)
+        offset += len(data)
+    return bytes(out) + b"".join(images)

@@ -7,12 +7,13 @@ string-named ones included, and look-ups by name must work the loader's way.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
-from exepy import image
+from exepy import build, image
 from exepy.editor import ResourceEditor
-from exepy_support import Harness, Wine, expected_dump, launcher, windows_path, wine_binary
+from exepy_support import Harness, Wine, expected_dump, ico, launcher, windows_path, wine_binary
 
 pytestmark = pytest.mark.wine
 
@@ -119,3 +120,84 @@ def test_wine_programs_still_run(
     text_before = (before.stdout + before.stderr).replace(windows_path(original), "PROG")
     assert text_after == text_before
     assert text_after.strip()
+
+
+# The batch side of `exepy bat`, under Wine's cmd with stand-in programs -----------------
+
+
+def recorded(exe: Path) -> list[tuple[list[str], dict[str, str]]]:
+    """(argv[1:], EXEPY_* environment) per call that the stand-in *exe* logged."""
+    log = exe.with_name(exe.name + ".args.txt")
+    if not log.exists():
+        return []
+    lines = log.read_text("utf-8").splitlines()
+    calls = []
+    for args_line, env_line in zip(lines[::2], lines[1::2], strict=True):
+        env = dict(item.split("=", 1) for item in env_line.split("\t")[1:])
+        calls.append((args_line.split("\t") if args_line else [], env))
+    return calls
+
+
+@pytest.mark.parametrize("admin", [False, True], ids=["plain", "admin"])
+def test_bat_runs_python_next_to_it(
+    admin: bool, wine: Wine, recorder_exe: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "my tools"
+    folder.mkdir()
+    for name in ("python.exe", "powershell.exe", "fltmc.exe"):
+        shutil.copy(recorder_exe, folder / name)
+    # cmd finds commands in the current folder first: our fltmc answers "administrator".
+    shutil.copy(recorder_exe, tmp_path / "fltmc.exe")
+    script = folder / "tool.py"
+    script.write_text("print('hi')\n")
+    bat = build.write_bat(script, admin=admin)
+    env_before = dict(wine.env)
+    try:
+        wine.env["RECORDARGS_EXIT_PYTHON"] = "4"
+        # From its folder: the batch's exit code is python's.
+        result = wine.run(["cmd", "/c", bat.name, "one", "two words"], cwd=folder)
+        assert result.returncode == 4, result.stdout + result.stderr
+        # From another folder, through a path with a space (`call` keeps cmd /c from
+        # stripping the first and last quotes; Wine's `call` then reports exit code 1).
+        wine.run(["cmd", "/c", "call", windows_path(bat), "x"], cwd=tmp_path)
+        calls = recorded(folder / "python.exe")
+        expected = [["-x", windows_path(bat), "one", "two words"], ["-x", windows_path(bat), "x"]]
+        assert [c[0] for c in calls] == expected
+        assert recorded(folder / "powershell.exe") == []
+        if admin:
+            # Not an administrator (fltmc fails): PowerShell relaunches the batch elevated.
+            (folder / "python.exe.args.txt").unlink()
+            wine.env["RECORDARGS_EXIT_FLTMC"] = "5"
+            result = wine.run(["cmd", "/c", bat.name, "one", "two words"], cwd=folder)
+            assert recorded(folder / "python.exe") == []
+            [(args, env)] = recorded(folder / "powershell.exe")
+            assert args[:4] == ["-NoProfile", "-ExecutionPolicy", "Bypass", "-Command"]
+            assert "Verb = 'RunAs'" in args[4] and "Start-Process" in args[4]
+            assert env["EXEPY_BAT"] == windows_path(bat)
+            assert env["EXEPY_ARGS"].strip() == 'one "two words"'
+    finally:
+        wine.env.clear()
+        wine.env.update(env_before)
+
+
+def test_built_exe_resources_seen_by_the_loader(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An `exepy build` output with icon, version info and manifest, as Windows sees it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "app.py").write_text("print('hi')\n")
+    (tmp_path / "app.ico").write_bytes(ico([16, 32]))
+    (tmp_path / "app.manifest").write_bytes(b"<assembly/>")
+    result = build.build_exe(
+        Path("app.exe"),
+        Path("app.py"),
+        base=wine_binary("notepad.exe"),
+        icon=Path("app.ico"),
+        version={"FileVersion": "2.0", "ProductName": "App"},
+        manifest=Path("app.manifest"),
+        windowed=True,
+    )
+    editor = ResourceEditor.open(result.output)
+    dump = harness.dump(result.output, [("#10", "#200", 0), ("#16", "#1", 1033)])
+    assert dump.resources == expected_dump(editor.resources)
+    assert all(found[3] is not None for found in dump.found)

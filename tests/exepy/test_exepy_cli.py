@@ -1,0 +1,299 @@
+"""`exepy build/list/extract/bat` end to end on real PE bases, read back independently.
+
+The bundle is read back with embeddedimport's own PE reader and bundle parser (not exepy's),
+version info and icons with pefile.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pefile
+import pytest
+from embeddedimport import bundle
+from embeddedimport import pe as ei_pe
+from exepy import build
+from exepy.cli import main
+from exepy.corpus import pefile_resources
+from exepy_support import ico, launcher, png
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A small app in the current directory, with a base exe next to it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "app.py").write_text("import pkg.util\nprint(pkg.util.greet())\n")
+    pkg = tmp_path / "pkg"
+    (pkg / "data").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "util.py").write_text("def greet():\n    return 'hello'\n")
+    (pkg / "data" / "blob.bin").write_bytes(bytes(range(256)) * 10)
+    (pkg / "__pycache__").mkdir()
+    (pkg / "__pycache__" / "util.cpython-311.pyc").write_bytes(b"stale bytecode")
+    shutil.copy(launcher("t64.exe"), tmp_path / "base.exe")
+    return tmp_path
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def bundled(exe: Path) -> tuple[dict[str, bytes], list[str] | None]:
+    """Files and command line as embeddedimport reads them."""
+    blob = ei_pe.find_resource(exe, bundle.RT_RCDATA, bundle.BUNDLE_ID)
+    assert blob is not None
+    command = ei_pe.find_resource(exe, bundle.RT_RCDATA, bundle.COMMAND_ID)
+    return dict(bundle.unpack(blob)), None if command is None else bundle.unpack_command(command)
+
+
+def test_build_then_extract(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(["build", "app.exe", "app.py", "pkg", "--base", "base.exe"], capsys)
+    assert (code, err) == (0, "")
+    assert "4 files" in out
+    files, command = bundled(project / "app.exe")
+    assert files == {
+        "app.py": (project / "app.py").read_bytes(),
+        "pkg/__init__.py": b"",
+        "pkg/data/blob.bin": bytes(range(256)) * 10,
+        "pkg/util.py": (project / "pkg/util.py").read_bytes(),
+    }
+    assert command == ["-m", "app"]
+    # The original stored Windows separators; so do we (embeddedimport's format choice).
+    raw = ei_pe.find_resource(project / "app.exe", bundle.RT_RCDATA, bundle.BUNDLE_ID)
+    assert b"pkg\\data\\blob.bin\0" in raw
+
+    code, out, err = run_cli(["extract", "app.exe", "-o", "out"], capsys)
+    assert code == 0, err
+    assert 'command line: "-m" "app"' in out
+    for name, content in files.items():
+        assert (project / "out" / name).read_bytes() == content
+    # Extracting again refuses to overwrite.
+    code, _, err = run_cli(["extract", "app.exe", "-o", "out"], capsys)
+    assert code == 1 and "already exists" in err
+
+
+def test_list_shows_the_tree(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(["build", "app.exe", "app.py", "--base", "base.exe"], capsys)[0] == 0
+    code, out, _ = run_cli(["list", "app.exe"], capsys)
+    assert code == 0
+    rows = [line.split() for line in out.splitlines()[1:]]
+    expected = pefile_resources((project / "app.exe").read_bytes())
+    assert len(rows) == len(expected)
+    assert ["10", "(RT_RCDATA)", "200", "0", str(len(expected[10, 200, 0]))] in rows
+    assert ["10", "(RT_RCDATA)", "201", "0", str(len(expected[10, 201, 0]))] in rows
+
+
+def test_no_command_and_rebuild(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(["build", "app.exe", "app.py", "--base", "base.exe"], capsys)[0] == 0
+    # Building from an exepy-built base replaces the bundle and drops the old command line.
+    code, _, err = run_cli(
+        ["build", "app2.exe", "pkg/util.py", "--base", "app.exe", "--no-command"], capsys
+    )
+    assert code == 0, err
+    files, command = bundled(project / "app2.exe")
+    assert list(files) == ["pkg/util.py"] and command is None
+
+
+def test_icon_version_manifest_windowed(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "app.ico").write_bytes(ico([16, 32, 48]))
+    manifest = (
+        b'<?xml version="1.0"?>'
+        b'<assembly xmlns="urn:schemas-microsoft-com:asm.v1" manifestVersion="1.0"/>'
+    )
+    (project / "app.manifest").write_bytes(manifest)
+    base_resources = pefile_resources((project / "base.exe").read_bytes())
+    code, _, err = run_cli(
+        [
+            "build",
+            "app.exe",
+            "app.py",
+            "--base",
+            "base.exe",
+            "--icon",
+            "app.ico",
+            "--version-info",
+            "FileVersion=1.2.3.4",
+            "ProductName=Démo App",
+            "CompanyName=Us",
+            "--manifest",
+            "app.manifest",
+            "--windowed",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    data = (project / "app.exe").read_bytes()
+    pe = pefile.PE(data=data)
+    assert pe.OPTIONAL_HEADER.Subsystem == 2
+    # Version: pefile parses the VS_VERSIONINFO we wrote.
+    fixed = pe.VS_FIXEDFILEINFO[0]
+    assert (fixed.FileVersionMS, fixed.FileVersionLS) == (0x00010002, 0x00030004)
+    strings = {
+        k.decode(): v.decode()
+        for info in pe.FileInfo[0]
+        if info.Key == b"StringFileInfo"
+        for table in info.StringTable
+        for k, v in table.entries.items()
+    }
+    assert strings == {"FileVersion": "1.2.3.4", "ProductName": "Démo App", "CompanyName": "Us"}
+    resources = pefile_resources(data)
+    assert [k for k in resources if k[0] == 24] == [
+        (24, 1, next(k[2] for k in base_resources if k[0] == 24))
+    ]
+    assert next(v for k, v in resources.items() if k[0] == 24) == manifest
+    # Icon: the first group names three RT_ICON images holding the .ico's bytes.
+    group_key = min(k for k in resources if k[0] == 14)
+    group = resources[group_key]
+    count = struct.unpack_from("<H", group, 4)[0]
+    ids = [struct.unpack_from("<H", group, 6 + 14 * i + 12)[0] for i in range(count)]
+    images = [resources[3, i, group_key[2]] for i in ids]
+    assert images == [png(s, s, (s, 0, 255 - s)) for s in (16, 32, 48)]
+    # The base's old images that only the replaced group used are gone.
+    old_group = base_resources[min(k for k in base_resources if k[0] == 14)]
+    old_ids = {
+        struct.unpack_from("<H", old_group, 6 + 14 * i + 12)[0]
+        for i in range(struct.unpack_from("<H", old_group, 4)[0])
+    }
+    assert not (old_ids - set(ids)) & {k[1] for k in resources if k[0] == 3}
+
+
+@pytest.mark.parametrize(
+    ("args", "setup", "message"),
+    [
+        (["build", "app.exe", "app.py"], None, "--base BASE.exe is required"),
+        (["build", "app.exe", "app.py", "--base", "app.py"], None, "not a PE file"),
+        (["build", "app.exe", "app.py", "--base", "missing.exe"], None, "cannot read"),
+        (
+            ["build", "app.exe", "../outside.py", "--base", "base.exe"],
+            "outside",
+            "outside the current directory",
+        ),
+        (
+            ["build", "app.exe", "app.py", "naïve.txt", "--base", "base.exe"],
+            "nonascii",
+            "non-ASCII",
+        ),
+        (
+            ["build", "app.exe", "app.py", "nothing", "--base", "base.exe"],
+            None,
+            "neither a file nor a folder",
+        ),
+        (
+            ["build", "app.exe", "app.py", "--base", "base.exe", "--version-info", "oops"],
+            None,
+            "KEY=VALUE",
+        ),
+        (
+            ["build", "app.exe", "app.py", "--base", "base.exe", "--version-info", "FileVersion=x"],
+            None,
+            "four dot-separated numbers",
+        ),
+        (
+            ["build", "app.exe", "app.py", "--base", "base.exe", "--icon", "app.py"],
+            None,
+            "not an .ico file",
+        ),
+        (["build", "app.exe", "my-app.py", "--base", "base.exe"], "dash", "module name"),
+        (
+            ["build", "base.exe", "app.py", "--base", "base.exe", "--force"],
+            None,
+            "must not be the base",
+        ),
+        (["extract", "base.exe"], None, "has no exepy bundle"),
+        (["list", "app.py"], None, "not a PE file"),
+    ],
+)
+def test_user_errors(
+    args: list[str],
+    setup: str | None,
+    message: str,
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if setup == "outside":
+        (project.parent / "outside.py").write_text("print(1)\n")
+    elif setup == "nonascii":
+        (project / "naïve.txt").write_text("x")
+    elif setup == "dash":
+        (project / "my-app.py").write_text("print(1)\n")
+    if sys.platform == "win32" and message.startswith("--base"):
+        pytest.skip("on Windows the running python.exe is the default base")
+    before = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
+    code, _, err = run_cli(args, capsys)
+    assert code == 1
+    assert message in err
+    assert "Traceback" not in err
+    after = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
+    assert after == before, "an error left files behind or changed an input"
+
+
+def test_existing_output_needs_force(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "app.exe").write_bytes(b"keep me")
+    code, _, err = run_cli(["build", "app.exe", "app.py", "--base", "base.exe"], capsys)
+    assert code == 1 and "--force" in err
+    assert (project / "app.exe").read_bytes() == b"keep me"
+    assert run_cli(["build", "app.exe", "app.py", "--base", "base.exe", "--force"], capsys)[0] == 0
+    assert bundled(project / "app.exe")[1] == ["-m", "app"]
+
+
+def test_runs_with_python_m_embeddedimport(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The exe's bundle runs on this OS the way the exe would run it."""
+    if not (Path(bundle.__file__).parent / "__main__.py").exists():
+        pytest.skip("embeddedimport has no __main__ yet")
+    assert run_cli(["build", "app.exe", "app.py", "pkg", "--base", "base.exe"], capsys)[0] == 0
+    proc = subprocess.run(
+        [sys.executable, "-m", "embeddedimport", "app.exe"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "hello\n"
+
+
+# The batch/Python polyglot ---------------------------------------------------------------
+
+
+def test_bat_python_side(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tool.py").write_text(
+        "import sys\nprint('args', sys.argv[1:])\nraise SystemExit(3)\n"
+    )
+    code, out, _ = run_cli(["bat", "tool.py"], capsys)
+    assert code == 0 and "tool.bat" in out
+    data = (tmp_path / "tool.bat").read_bytes()
+    first, rest = data.split(b"\r\n", 1)
+    assert first == build.BAT_LINE.encode()
+    assert rest == (tmp_path / "tool.py").read_bytes()
+    # Python's -x skips the batch line and runs the rest.
+    proc = subprocess.run(
+        [sys.executable, "-x", "tool.bat", "a b", "c"], capture_output=True, text=True
+    )
+    assert proc.returncode == 3
+    assert proc.stdout == "args ['a b', 'c']\n"
+    assert run_cli(["bat", "tool.py"], capsys)[0] == 1  # exists: needs --force
+    assert run_cli(["bat", "tool.py", "--admin", "-o", "admin.bat"], capsys)[0] == 0
+    assert (tmp_path / "admin.bat").read_bytes().startswith(build.BAT_ADMIN_LINE.encode() + b"\r\n")
+    (tmp_path / "bom.py").write_bytes(b"\xef\xbb\xbfprint(1)\n")
+    code, _, err = run_cli(["bat", "bom.py"], capsys)
+    assert code == 1 and "byte-order mark" in err
+    assert not (tmp_path / "bom.bat").exists()
+
+
+def test_console_script_help() -> None:
+    exe = shutil.which("exepy")
+    command = [exe] if exe else [sys.executable, "-m", "exepy.cli"]
+    proc = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0
+    for sub in ("build", "list", "extract", "bat"):
+        assert sub in proc.stdout
