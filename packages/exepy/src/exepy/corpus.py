@@ -39,11 +39,14 @@ WINE_DIRS = (
 
 
 def wine_binaries() -> list[Path]:
-    """Wine's own Windows exes and dlls on this machine (sorted; empty without Wine)."""
+    """Wine's own Windows binaries on this machine: exes, dlls, drivers, control panels...
+
+    Sorted; empty without Wine. Files that turn out not to be PE images (type libraries)
+    are reported as skipped by the checks, not hidden here.
+    """
     found: list[Path] = []
     for folder in WINE_DIRS:
-        for pattern in ("*.exe", "*.dll"):
-            found.extend(Path(folder).glob(pattern))
+        found.extend(p for p in Path(folder).glob("*") if p.is_file())
     return sorted(set(found))
 
 
@@ -236,7 +239,7 @@ def check_file(path: Path, result: CorpusResult, original: bytes | None = None) 
     if original is None:
         original = path.read_bytes()
     try:
-        editor = ResourceEditor(original, source=str(path))
+        editor = ResourceEditor(original)
     except image.PEError as exc:
         result.skipped[str(path)] = str(exc)
         return
