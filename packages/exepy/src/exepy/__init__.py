@@ -1,12 +1,31 @@
-"""Pack Python sources and data files into a Windows executable's resources, from any OS."""
+"""Pack Python sources and data files into a Windows executable's resources, from any OS.
+
+The main names are importable from here (loaded on first use, so that ``exepy --help``
+stays fast): :class:`ResourceEditor`, :class:`PEError`, :func:`build_exe`.
+"""
 
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 try:
     __version__: str = version("exepy")
 except PackageNotFoundError:  # running from a source tree or a bundle without metadata
     __version__ = "0.0.0"
 
-__all__ = ["__version__"]
+if TYPE_CHECKING:
+    from exepy.build import build_exe
+    from exepy.editor import PEError, ResourceEditor
+
+__all__ = ["PEError", "ResourceEditor", "__version__", "build_exe"]
+
+_LAZY = {"ResourceEditor": "exepy.editor", "PEError": "exepy.editor", "build_exe": "exepy.build"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'exepy' has no attribute {name!r}")
