@@ -1,15 +1,13 @@
-"""Start-up activation: run the bundle of the executable that started the interpreter.
+"""Start-up activation, the part that runs once a bundle was found.
 
 The wheel installs ``embeddedimport.pth`` into site-packages; its one line calls
-:func:`activate` on Windows (or anywhere when ``EMBEDDEDIMPORT_EXECUTABLE`` is set).
-Without a bundle the cost is reading the PE headers and the top of the resource tree
-of ``sys.executable``. With one, the bundle becomes importable and, if the exe carries
+:func:`embeddedimport.activate`, which checks ``sys.executable`` for resource 200 as
+cheaply as it can and only then imports this module. Here the bundle becomes
+importable and, if the exe carries
 a command line (resource 201), the application runs once ``site`` has finished (other
 ``.pth`` files, ``sitecustomize`` and ``usercustomize`` included) and the process ends
 with the application's exit status: a stock CPython cannot be told to skip its own
 command-line handling, so the hook has to finish the process itself.
-
-Only ``os``, ``sys`` and :mod:`embeddedimport.pe` are imported until a bundle is found.
 """
 
 # ruff: noqa: PTH116
@@ -28,42 +26,18 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from types import FrameType
 
-__all__ = ["ENVIRONMENT_VARIABLE", "activate"]
-
-ENVIRONMENT_VARIABLE = "EMBEDDEDIMPORT_EXECUTABLE"
-"""Names the executable whose bundle to run instead of ``sys.executable`` (tests, Linux).
-
-It is removed from ``os.environ`` when read, so child interpreters do not run it again.
-"""
+__all__ = ["start"]
 
 _RT_RCDATA = 10
-_BUNDLE_ID = 200
 
 
-def activate(executable: str | None = None, argv: "Sequence[str] | None" = None) -> None:
-    """Install and run the bundle of ``executable`` if it has one; otherwise do nothing.
+def start(executable: str, data: bytes, argv: "Sequence[str] | None") -> None:
+    """Install the bundle ``data`` of ``executable`` and, with a stored command, run it.
 
-    ``executable`` defaults to ``$EMBEDDEDIMPORT_EXECUTABLE``, else ``sys.executable``
-    on Windows. ``argv`` (the user's arguments) defaults to ``sys.orig_argv[1:]`` with
-    one leading ``--`` removed (how a user passes arguments starting with ``-`` past
-    CPython's own option parser).
+    Called by :func:`embeddedimport.activate` once it found resource 200. ``argv`` (the
+    user's arguments) defaults to ``sys.orig_argv[1:]`` with one leading ``--`` removed
+    (how a user passes arguments starting with ``-`` past CPython's own option parser).
     """
-    if executable is None:
-        executable = os.environ.pop(ENVIRONMENT_VARIABLE, None)
-        if executable is None:
-            if sys.platform != "win32":
-                return
-            executable = sys.executable
-    try:
-        data = find_resource(executable, _RT_RCDATA, _BUNDLE_ID)
-    except (OSError, PEFormatError):
-        return
-    if data is None:
-        return
-    _start(executable, data, argv)
-
-
-def _start(executable: str, data: bytes, argv: "Sequence[str] | None") -> None:
     from .bundle import COMMAND_ID, BundleError, unpack_command
     from .importer import Bundle, install
 

@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Sequence
+
+TYPE_CHECKING = False  # not typing's: this module is imported by every bundled start-up
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = [
     "BUNDLE_ID",

@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
 from importlib.machinery import ModuleSpec
-from types import CodeType, ModuleType
-from typing import TYPE_CHECKING
 
 from .bundle import BUNDLE_ID, COMMAND_ID, RT_RCDATA, BundleError, unpack_command, unpack_index
 from .pe import PEFormatError, find_resource
 
+# Imports here are paid by every bundled application's start-up: no typing or
+# collections.abc at run time.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from importlib.abc import Traversable, TraversableResources
+    from types import CodeType, ModuleType
 
 __all__ = [
     "Bundle",

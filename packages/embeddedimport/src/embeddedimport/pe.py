@@ -32,6 +32,7 @@ _DATA_SIZE = 16  # OffsetToData (RVA), Size, CodePage, Reserved (u32 each)
 _SECTION_SIZE = 40  # IMAGE_SECTION_HEADER: VirtualSize@8 VirtualAddress@12 SizeOfRawData@16
 #                    PointerToRawData@20
 _HIGH = 0x80000000
+_HEAD_SIZE = 4096
 
 
 def _u16(data: bytes, at: int) -> int:
@@ -54,6 +55,8 @@ class _Source:
         self._handle = handle
         self.size = size
         self.label = label
+        # The headers (and often the top of the resource tree) in one system call.
+        self._head = handle.read(_HEAD_SIZE) if handle is not None else b""
 
     def read(self, offset: int, length: int, what: str) -> bytes:
         if offset < 0 or length < 0 or offset + length > self.size:
@@ -63,6 +66,8 @@ class _Source:
             )
         if self._data is not None:
             return self._data[offset : offset + length]
+        if offset + length <= len(self._head):
+            return self._head[offset : offset + length]
         assert self._handle is not None
         self._handle.seek(offset)
         chunk = self._handle.read(length)
@@ -145,7 +150,7 @@ def _open(source: "str | os.PathLike[str] | bytes") -> "tuple[_Source, BinaryIO 
         data = bytes(source)
         return _Source(data, None, len(data), "<bytes>"), None
     path = os.fspath(source)
-    handle = open(path, "rb")  # noqa: SIM115 - closed by the caller
+    handle = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by the caller
     size = os.fstat(handle.fileno()).st_size
     return _Source(None, handle, size, repr(path)), handle
 

@@ -19,12 +19,15 @@ import builtins
 import os
 import sys
 import types
-import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from types import TracebackType
 
 from .importer import Bundle, install
+
+# Imports here are paid by every bundled application's start-up: no dataclasses (which
+# pulls in inspect and re), no typing, no collections.abc at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from types import TracebackType
 
 __all__ = [
     "Command",
@@ -45,16 +48,30 @@ class CommandLineError(ValueError):
     """A command line the runtime cannot execute; the message says what is supported."""
 
 
-@dataclass(frozen=True)
 class Command:
     """What to run: ``kind`` is "module", "code" or "script"; ``args`` become sys.argv[1:]."""
 
-    kind: str
-    target: str
-    args: tuple[str, ...] = ()
-    unbuffered: bool = False
-    dont_write_bytecode: bool = False
-    warnoptions: tuple[str, ...] = field(default_factory=tuple)
+    __slots__ = ("args", "dont_write_bytecode", "kind", "target", "unbuffered", "warnoptions")
+
+    def __init__(
+        self,
+        kind: str,
+        target: str,
+        args: tuple[str, ...] = (),
+        unbuffered: bool = False,
+        dont_write_bytecode: bool = False,
+        warnoptions: tuple[str, ...] = (),
+    ):
+        self.kind = kind
+        self.target = target
+        self.args = args
+        self.unbuffered = unbuffered
+        self.dont_write_bytecode = dont_write_bytecode
+        self.warnoptions = warnoptions
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"Command({fields})"
 
 
 def parse_command_line(argv: Sequence[str]) -> Command:
@@ -183,6 +200,8 @@ def _apply_options(command: Command) -> None:
             if reconfigure is not None:
                 reconfigure(write_through=True)
     if command.warnoptions:
+        import warnings
+
         sys.warnoptions.extend(command.warnoptions)
         warnings._processoptions(list(command.warnoptions))  # type: ignore[attr-defined]
 
