@@ -131,6 +131,7 @@ class Supervisor:
                     "(Flask serves bodies itself: slower, for development)"
                 )
             check_worker_access(config)
+            env["LFS_BODY_MODE"] = "nginx"
             conf = write_nginx_config(config, key)
             sock = socket_path(config)
             Path(sock).unlink(missing_ok=True)

@@ -1,0 +1,21 @@
+"""gunicorn settings for running lfs-server's app under your own nginx.
+
+`lfs-server serve` starts gunicorn with these same settings itself; use this file when you
+run the pieces separately:
+
+    LFS_DATA_DIR=/srv/lfs gunicorn -c deploy/gunicorn.conf.py lfs_server.wsgi:app
+    lfs-server nginx-config --data /srv/lfs > /etc/nginx/conf.d/lfs.conf   (then edit listen)
+"""
+
+import os
+from pathlib import Path
+
+data = os.environ.get("LFS_DATA_DIR", "lfs-data")
+# A unix socket that only nginx uses: the app trusts body-file paths only from requests
+# carrying the proxy secret that the generated nginx config adds.
+bind = f"unix:{Path(data).resolve() / 'run' / 'gunicorn.sock'}"
+workers = int(os.environ.get("LFS_WORKERS", "2"))
+# Verifying a large upload hashes the whole body; allow for multi-GiB objects.
+timeout = 600
+graceful_timeout = 10
+loglevel = "warning"
