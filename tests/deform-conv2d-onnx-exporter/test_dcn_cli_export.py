@@ -9,7 +9,14 @@ from pathlib import Path
 import onnx
 import pytest
 from components import require_module
-from dcn_support import CASES, assert_matches_torchvision, check_valid, dynamo_export
+from dcn_support import (
+    ATOL,
+    CASES,
+    assert_matches_torchvision,
+    check_valid,
+    dynamo_export,
+    run_model,
+)
 from deform_conv2d_onnx_exporter.cli import main
 
 CASE = CASES[0]
@@ -129,3 +136,49 @@ def test_export_writes_file_and_torchscript_route(tmp_path: Path) -> None:
     assert onnx.load(target) == proto
     check_valid(proto)
     assert_matches_torchvision(CASE, "onnxruntime", proto)
+
+
+@pytest.mark.parametrize("dynamo", [True, False], ids=["dynamo", "torchscript"])
+def test_offsets_from_a_strided_slice_run_at_another_size(dynamo: bool, runtime: str) -> None:
+    """Offsets sliced with a step (``o[:, :, ::2, ::2]``) under dynamic shapes.
+
+    OpenVINO mis-infers the shape of such a slice, so the graph must not read Ho/Wo off
+    the offset tensor (it used to, and this failed in OpenVINO).
+    """
+    import torch
+    import torchvision
+    from deform_conv2d_onnx_exporter import export
+
+    class StridedOffsets(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.offsets = torch.nn.Conv2d(4, 18, 3, padding=1)
+            self.dcn = torchvision.ops.DeformConv2d(4, 6, 3, padding=1, stride=2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.dcn(x, self.offsets(x)[:, :, ::2, ::2] * 3)
+
+    net = StridedOffsets().eval()
+    dim = torch.export.Dim.AUTO
+    kwargs = (
+        {"dynamic_shapes": ({0: dim, 2: dim, 3: dim},)}
+        if dynamo
+        else {"dynamic_axes": {"x": {0: "n", 2: "h", 3: "w"}}}
+    )
+    model = export(
+        net,
+        (torch.randn(2, 4, 12, 16),),
+        opset_version=17,
+        decompose=True,
+        dynamo=dynamo,
+        input_names=["x"],
+        **kwargs,
+    )
+    check_valid(model)
+    x = torch.randn(1, 4, 9, 13)
+    with torch.no_grad():
+        want = net(x).numpy()
+    got = run_model(runtime, model, {"x": x.numpy()})
+    assert got.shape == want.shape
+    assert float(abs(got - want).max()) <= ATOL

@@ -160,8 +160,24 @@ class _Ops(Generic[V]):
         return self.op("ReduceSum", x, axes=[axis], keepdims=0)
 
 
+def _output_size(o: _Ops[V], spec: DeformConvSpec, x_shape: V) -> V:
+    """``[Ho, Wo]`` (1-D int64) from the input's height and width, as ONNX Conv defines it.
+
+    Computed from X rather than read off the offset tensor: OpenVINO 2026.4 mis-infers the
+    shape of a strided ``Slice`` over dynamic dimensions (``offset[:, :, ::2, ::2]`` reports
+    the unsliced size), which broke models that take the offset from such a slice.
+    """
+    kh, kw = spec.kernel_shape
+    extra = [
+        spec.pads[0] + spec.pads[2] - spec.dilations[0] * (kh - 1) - 1,
+        spec.pads[1] + spec.pads[3] - spec.dilations[1] * (kw - 1) - 1,
+    ]
+    span = o.op("Add", o.dims(x_shape, 2, 4), o.i64(extra))
+    return o.op("Add", o.op("Div", span, o.i64(list(spec.strides))), o.i64([1, 1]))
+
+
 def _sampling_coordinates(
-    o: _Ops[V], spec: DeformConvSpec, offset: V, offset_shape: V, shift: float = 0.0
+    o: _Ops[V], spec: DeformConvSpec, offset: V, out_hw: V, shift: float = 0.0
 ) -> tuple[V, V]:
     """Sampling positions (y, x) in input pixels plus *shift*, each (N*og, K, Ho, Wo).
 
@@ -169,14 +185,14 @@ def _sampling_coordinates(
     """
     taps = spec.taps
     # (N, og*K*2, Ho, Wo) -> (N*og, K, 2, Ho, Wo): (dy, dx) pairs per tap, per offset group.
-    shape5 = o.op("Concat", o.i64([-1, taps, 2]), o.dims(offset_shape, 2, 4), axis=0)
+    shape5 = o.op("Concat", o.i64([-1, taps, 2]), out_hw, axis=0)
     off5 = o.op("Reshape", offset, shape5)
     dy = o.op("Gather", off5, o.i64(0), axis=2)
     dx = o.op("Gather", off5, o.i64(1), axis=2)
 
     zero, one = o.i64(0), o.i64(1)
-    out_h = o.op("Gather", offset_shape, o.i64(2), axis=0)
-    out_w = o.op("Gather", offset_shape, o.i64(3), axis=0)
+    out_h = o.op("Gather", out_hw, o.i64(0), axis=0)
+    out_w = o.op("Gather", out_hw, o.i64(1), axis=0)
     rows = o.to_float(o.op("Range", zero, out_h, one))
     cols = o.to_float(o.op("Range", zero, out_w, one))
     ky, kx = spec.tap_positions()
@@ -219,12 +235,12 @@ def deform_conv_gridsample_opset16(
     o = _Ops(em, opset, spec.dtype)
     og, taps = spec.offset_group, spec.taps
     x_shape = o.op("Shape", x)
-    offset_shape = o.op("Shape", offset)
+    out_hw = _output_size(o, spec, x_shape)
     # Pixel p -> GridSample's normalised coordinate with align_corners=0:
     # g = (p + 0.5) * (2/size) - 1. This form loses half as much precision as
     # p * (2/size) + (1/size - 1) once the runtime maps g back to pixels (measured in
     # onnxruntime: 4.8e-7 vs 9.5e-7 px on a 9-pixel row); the 0.5 rides on the base grid.
-    y, xs = _sampling_coordinates(o, spec, offset, offset_shape, shift=0.5)
+    y, xs = _sampling_coordinates(o, spec, offset, out_hw, shift=0.5)
     scale = o.op("Div", o.fconst([2.0, 2.0]), o.to_float(o.dims(x_shape, 2, 4)))
     one = o.fconst(1.0)
     gy = o.op("Sub", o.op("Mul", y, o.op("Gather", scale, o.i64(0), axis=0)), one)
@@ -233,8 +249,8 @@ def deform_conv_gridsample_opset16(
     trailing = o.i64([0, 0, 0, -1, 1])
     grid = o.op("Concat", o.op("Reshape", gx, trailing), o.op("Reshape", gy, trailing), axis=4)
     # Taps stacked along the sampled height: (N*og, K*Ho, Wo, 2).
-    out_h = o.dims(offset_shape, 2, 3)
-    out_w = o.dims(offset_shape, 3, 4)
+    out_h = o.dims(out_hw, 0, 1)
+    out_w = o.dims(out_hw, 1, 2)
     k_out_h = o.op("Mul", out_h, o.i64([taps]))
     grid = o.op("Reshape", grid, o.op("Concat", o.i64([-1]), k_out_h, out_w, o.i64([2]), axis=0))
 
@@ -268,8 +284,8 @@ def deform_conv_gathernd_opset12(
     o = _Ops(em, opset, spec.dtype)
     og, taps = spec.offset_group, spec.taps
     x_shape = o.op("Shape", x)
-    offset_shape = o.op("Shape", offset)
-    y, xs = _sampling_coordinates(o, spec, offset, offset_shape)
+    out_hw = _output_size(o, spec, x_shape)
+    y, xs = _sampling_coordinates(o, spec, offset, out_hw)
 
     batch = o.dims(x_shape, 0, 1)
     folded = o.op(
@@ -331,7 +347,7 @@ def deform_conv_gathernd_opset12(
     cols = o.op(
         "Reshape",
         channels_first,
-        o.op("Concat", batch, o.i64([-1]), o.dims(offset_shape, 2, 4), axis=0),
+        o.op("Concat", batch, o.i64([-1]), out_hw, axis=0),
     )
     return _columns_to_output(o, spec, cols, weight, bias)
 

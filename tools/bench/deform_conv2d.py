@@ -1,0 +1,368 @@
+#!/usr/bin/env python3
+"""Benchmark DeformConv2d: our decomposed ONNX graph against the alternatives, as ratios.
+
+    python tools/bench/deform_conv2d.py [--repeats N] [--only S|L] [--no-baseline]
+
+Everything runs with 2 threads, in one process run (the machine is shared and noisy, so
+read the ratios, not the absolute times). For each configuration it prints the median time
+of:
+
+* torchvision's CPU op (``torchvision.ops.deform_conv2d``),
+* onnxruntime on our decomposed graph (dynamo exporter, ``decompose=True``, opset 20),
+* onnxruntime on native ``DeformConv`` (dynamo exporter, opset 20),
+* onnxruntime on the graph of the original ``deform_conv2d_onnx_exporter`` 1.2.0,
+* OpenVINO (``INFERENCE_PRECISION_HINT=f32``) on our graph and on the 1.2.0 graph,
+* OpenVINO on ``openvino.convert_model(torch_module)`` (its own DeformableConvolution),
+
+with the max abs error of each against torchvision, node counts by op type, and
+onnxruntime's profile share per op type for our graph. Then it checks the issue's goals.
+
+The 1.2.0 package shares our import name, so it is fetched with ``pip download`` into a
+temporary directory and run in a separate Python process, with its ``JitScalarType`` import
+pointed at ``torch.onnx._internal.torchscript_exporter._type_utils`` (torch 2.14 moved it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+THREADS = 2
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    n: int
+    c: int
+    h: int
+    w: int
+    offset_groups: int
+    kernel: int = 3
+    padding: int = 1
+
+    @property
+    def offset_channels(self) -> int:
+        return 2 * self.offset_groups * self.kernel * self.kernel
+
+
+CONFIGS = [
+    Config("S", n=1, c=64, h=64, w=64, offset_groups=1),
+    Config("L", n=4, c=128, h=96, w=96, offset_groups=4),
+]
+
+
+def make_inputs(cfg: Config) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    taps = cfg.offset_groups * cfg.kernel * cfg.kernel
+    return {
+        "x": rng.standard_normal((cfg.n, cfg.c, cfg.h, cfg.w)).astype(np.float32),
+        "offset": (rng.standard_normal((cfg.n, 2 * taps, cfg.h, cfg.w)) * 2).astype(np.float32),
+        "mask": rng.uniform(0, 1, (cfg.n, taps, cfg.h, cfg.w)).astype(np.float32),
+    }
+
+
+def make_module(cfg: Config) -> Any:
+    import torch
+    import torchvision
+
+    class DeformConv(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv = torchvision.ops.DeformConv2d(cfg.c, cfg.c, cfg.kernel, padding=cfg.padding)
+
+        def forward(self, x: Any, offset: Any, mask: Any) -> Any:
+            return self.conv(x, offset, mask)
+
+    return DeformConv().eval()
+
+
+def ort_session(model: bytes, profile_dir: str | None = None) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = THREADS
+    options.inter_op_num_threads = 1
+    if profile_dir is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = str(Path(profile_dir) / "ort")
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def ov_compile(model: Any) -> Any:
+    import openvino as ov
+
+    core = ov.Core()
+    if isinstance(model, bytes):
+        model = core.read_model(model, b"")
+    config = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": THREADS}
+    compiled = core.compile_model(model, "CPU", config)
+    precision = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
+    assert "32" in precision, f"OpenVINO did not take the f32 hint: {precision}"
+    return compiled
+
+
+def op_counts(model: Any) -> str:
+    counts = Counter(n.op_type for n in model.graph.node)
+    return ", ".join(f"{op} {k}" for op, k in counts.most_common())
+
+
+def profile_shares(model: bytes, feeds: dict[str, np.ndarray], runs: int) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        session = ort_session(model, tmp)
+        for _ in range(runs):
+            session.run(None, feeds)
+        path = session.end_profiling()
+        events = json.loads(Path(path).read_text())
+    totals: Counter[str] = Counter()
+    for event in events:
+        if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time"):
+            totals[event["args"]["op_name"]] += event["dur"]
+    whole = sum(totals.values()) or 1
+    return ", ".join(f"{op} {100 * t / whole:.1f}%" for op, t in totals.most_common())
+
+
+BASELINE_SCRIPT = r"""
+import io, json, sys, warnings
+sys.path.insert(0, sys.argv[1])
+import numpy as np, torch, torchvision
+import deform_conv2d_onnx_exporter as old
+assert old.__file__.startswith(sys.argv[1]), old.__file__
+old.register_deform_conv2d_onnx_op()
+cfg = json.loads(sys.argv[2])
+torch.manual_seed(0)
+conv = torchvision.ops.DeformConv2d(cfg["c"], cfg["c"], cfg["kernel"], padding=cfg["padding"])
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = conv
+    def forward(self, x, offset, mask):
+        return self.conv(x, offset, mask)
+taps = cfg["offset_groups"] * cfg["kernel"] ** 2
+n, c, h, w = cfg["n"], cfg["c"], cfg["h"], cfg["w"]
+args = (torch.zeros(n, c, h, w), torch.zeros(n, 2 * taps, h, w), torch.zeros(n, taps, h, w))
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    torch.onnx.export(M().eval(), args, sys.argv[3], dynamo=False, opset_version=12,
+                      input_names=["x", "offset", "mask"], output_names=["y"])
+"""
+
+
+def fetch_baseline(workdir: Path) -> Path | None:
+    """Download 1.2.0 and patch its JitScalarType import; return its directory."""
+    wheel_dir = workdir / "wheel"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "deform_conv2d_onnx_exporter==1.2.0",
+            "--no-deps",
+            "--quiet",
+            "-d",
+            str(wheel_dir),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    wheels = list(wheel_dir.glob("*.whl"))
+    if done.returncode != 0 or not wheels:
+        print(f"  (1.2.0 baseline unavailable: pip download failed: {done.stderr.strip()[-300:]})")
+        return None
+    import zipfile
+
+    target = workdir / "baseline"
+    with zipfile.ZipFile(wheels[0]) as archive:
+        archive.extractall(target)
+    source = target / "deform_conv2d_onnx_exporter.py"
+    text = source.read_text()
+    old_import = "from torch.onnx._type_utils import JitScalarType"
+    new_import = "from torch.onnx._internal.torchscript_exporter._type_utils import JitScalarType"
+    assert old_import in text, "1.2.0's JitScalarType import is not where expected"
+    source.write_text(text.replace(old_import, new_import))
+    return target
+
+
+def export_baseline(baseline: Path, cfg: Config, out: Path) -> bytes | None:
+    config = json.dumps(cfg.__dict__)
+    done = subprocess.run(
+        [sys.executable, "-c", BASELINE_SCRIPT, str(baseline), config, str(out)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        print(f"  (1.2.0 export failed: {done.stderr.strip()[-400:]})")
+        return None
+    return out.read_bytes()
+
+
+def export_ours(module: Any, inputs: dict[str, np.ndarray], decompose: bool) -> Any:
+    import torch
+    from deform_conv2d_onnx_exporter import export
+
+    args = tuple(torch.from_numpy(inputs[k]) for k in ("x", "offset", "mask"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return export(
+            module, args, opset_version=20, decompose=decompose, input_names=["x", "offset", "mask"]
+        )
+
+
+def bench_config(
+    cfg: Config, repeats: int, baseline: Path | None, workdir: Path
+) -> dict[str, float]:
+    import onnx
+    import torch
+
+    print(
+        f"\n== {cfg.name}: N={cfg.n}, C={cfg.c}->{cfg.c}, {cfg.h}x{cfg.w}, k={cfg.kernel}, "
+        f"pad={cfg.padding}, mask, offset_groups={cfg.offset_groups}; "
+        f"median of {repeats} interleaved rounds, {THREADS} threads =="
+    )
+    inputs = make_inputs(cfg)
+    module = make_module(cfg)
+    torch_args = tuple(torch.from_numpy(inputs[k]) for k in ("x", "offset", "mask"))
+    with torch.no_grad():
+        reference = module(*torch_args).numpy()
+
+    ours = export_ours(module, inputs, decompose=True)
+    native = export_ours(module, inputs, decompose=False)
+    onnx.checker.check_model(ours, full_check=True)
+    old_path = workdir / f"old_{cfg.name}.onnx"
+    old_bytes = export_baseline(baseline, cfg, old_path) if baseline else None
+    ours_bytes = ours.SerializeToString()
+
+    def torchvision_op() -> Any:
+        with torch.no_grad():
+            return module(*torch_args).numpy()
+
+    runners: dict[str, Callable[[], Any]] = {"torchvision CPU op": torchvision_op}
+    session = ort_session(ours_bytes)
+    runners["onnxruntime, our graph"] = lambda: session.run(None, inputs)[0]
+    native_session = ort_session(native.SerializeToString())
+    runners["onnxruntime, native DeformConv"] = lambda: native_session.run(None, inputs)[0]
+    if old_bytes is not None:
+        old_session = ort_session(old_bytes)
+        runners["onnxruntime, 1.2.0 graph"] = lambda: old_session.run(None, inputs)[0]
+    try:
+        import openvino as ov
+    except ImportError:
+        ov = None
+        print("  (OpenVINO not installed: its rows are skipped)")
+    if ov is not None:
+        compiled = ov_compile(ours_bytes)
+        runners["OpenVINO f32, our graph"] = lambda: compiled(inputs)[compiled.output(0)]
+        if old_bytes is not None:
+            old_ov = ov_compile(old_bytes)
+            runners["OpenVINO f32, 1.2.0 graph"] = lambda: old_ov(inputs)[old_ov.output(0)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            converted = ov.convert_model(module, example_input=torch_args)
+        direct = ov_compile(converted)
+        feeds = [inputs["x"], inputs["offset"], inputs["mask"]]
+        runners["OpenVINO f32, convert_model(torch)"] = lambda: direct(feeds)[direct.output(0)]
+
+    errors = {k: float(np.abs(np.asarray(fn()) - reference).max()) for k, fn in runners.items()}
+    rows = interleaved_medians(runners, repeats)
+    width = max(len(k) for k in rows)
+    base = rows["onnxruntime, our graph"]
+    for label, ms in rows.items():
+        print(
+            f"  {label:<{width}}  {ms:9.2f} ms  x{ms / base:6.2f} of ours(ort)"
+            f"  max|err| vs torchvision {errors[label]:.2e}"
+        )
+    print(f"  nodes, our graph:   {op_counts(ours)}")
+    if old_bytes is not None:
+        print(f"  nodes, 1.2.0 graph: {op_counts(onnx.load_from_string(old_bytes))}")
+    shares = profile_shares(ours_bytes, inputs, max(3, repeats // 2))
+    print(f"  onnxruntime profile, our graph: {shares}")
+    return rows
+
+
+def interleaved_medians(runners: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
+    """Median ms per runner, measured round-robin so that load spikes hit every row alike."""
+    for fn in runners.values():
+        fn()
+    times: dict[str, list[float]] = {k: [] for k in runners}
+    for _ in range(repeats):
+        for label, fn in runners.items():
+            start = time.perf_counter()
+            fn()
+            times[label].append((time.perf_counter() - start) * 1000)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--repeats", type=int, default=0, help="timed runs per row (default: 20 for S, 7 for L)"
+    )
+    parser.add_argument("--only", choices=[c.name for c in CONFIGS], help="run one configuration")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the 1.2.0 package")
+    args = parser.parse_args(argv)
+
+    import onnxruntime
+    import torch
+    import torchvision
+
+    torch.set_num_threads(THREADS)
+    versions = (
+        f"torch {torch.__version__}, torchvision {torchvision.__version__}, "
+        f"onnxruntime {onnxruntime.__version__}"
+    )
+    try:
+        import openvino
+
+        versions += f", openvino {openvino.get_version()}"
+    except ImportError:
+        pass
+    print(
+        f"DeformConv2d benchmark ({versions}); {os.cpu_count()} CPUs, {THREADS} threads everywhere"
+    )
+    results: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        baseline = None if args.no_baseline else fetch_baseline(workdir)
+        for cfg in CONFIGS:
+            if args.only and cfg.name != args.only:
+                continue
+            repeats = args.repeats or (20 if cfg.name == "S" else 7)
+            results[cfg.name] = bench_config(cfg, repeats, baseline, workdir)
+
+    print("\n== goals ==")
+    checks = [
+        ("S", "onnxruntime, our graph", "onnxruntime, 1.2.0 graph", 0.25),
+        ("L", "onnxruntime, our graph", "onnxruntime, 1.2.0 graph", 0.25),
+        ("S", "OpenVINO f32, our graph", "OpenVINO f32, 1.2.0 graph", 0.25),
+        ("S", "onnxruntime, our graph", "onnxruntime, native DeformConv", 2.0),
+        ("L", "onnxruntime, our graph", "onnxruntime, native DeformConv", 2.0),
+    ]
+    for name, ours, other, goal in checks:
+        rows = results.get(name, {})
+        if ours not in rows or other not in rows:
+            print(f"  {name}: {ours} / {other} <= {goal}: not measured")
+            continue
+        ratio = rows[ours] / rows[other]
+        verdict = "met" if ratio <= goal else "NOT met"
+        print(f"  {name}: {ours} / {other} = {ratio:.3f} (goal <= {goal}): {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
