@@ -1,19 +1,393 @@
-"""The `openvino-runner` console script: a thin shell over the package's API."""
+"""The `openvino-runner` console script: a thin shell over the package's API.
+
+Heavy modules (OpenVINO, onnxruntime, tqdm) are imported inside the subcommands, so
+``openvino-runner --help`` answers at once.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from openvino_runner import __version__
+from openvino_runner.errors import RunnerError
+from openvino_runner.inputs import ImageOptions, parse_assignment, parse_shape
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from openvino_runner.runner import Runner
+
+PRECISION_CHOICES = ("f32", "bf16", "f16", "default")
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers such as 123.675,116.28,103.53, got {text!r}"
+        ) from None
+
+
+def _size(text: str) -> tuple[int, int]:
+    try:
+        dims = parse_shape(text)
+    except RunnerError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if len(dims) != 2:
+        raise argparse.ArgumentTypeError(f"image size is HEIGHT,WIDTH, got {text!r}")
+    return dims[0], dims[1]
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _add_model_options(parser: argparse.ArgumentParser, *, inputs: bool = True) -> None:
+    parser.add_argument("model", help="model file: .onnx, .xml (IR), .tflite, .pb, .pdmodel")
+    parser.add_argument("--device", default="CPU", help="OpenVINO device (default: CPU)")
+    parser.add_argument(
+        "--precision",
+        choices=PRECISION_CHOICES,
+        default="f32",
+        help="inference precision hint (default: f32, for parity with other runtimes; "
+        "'default' keeps the device's own choice, bf16 on CPUs with AMX)",
+    )
+    parser.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="[NAME=]DIMS",
+        help="reshape an input to static dims before compiling, e.g. x=1,3,224,224 "
+        "(repeatable; NAME may be left out for a one-input model)",
+    )
+    if not inputs:
+        return
+    parser.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="[NAME=]FILE",
+        help="input data: .npy, .npz (arrays matched by name) or an image (repeatable). "
+        "Inputs not given get seeded random data; unknown dims default to 1 (first) and "
+        "224 (others)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    images = parser.add_argument_group("image inputs (value = (pixel - mean) / scale)")
+    images.add_argument(
+        "--image-size",
+        type=_size,
+        metavar="H,W",
+        help="resize to HEIGHT,WIDTH (default: the input's static size, else unchanged)",
+    )
+    images.add_argument(
+        "--layout",
+        choices=("NCHW", "NHWC"),
+        help="tensor layout (default: NCHW unless the last dim is 1 or 3)",
+    )
+    images.add_argument(
+        "--mean",
+        type=_floats,
+        default=(0.0,),
+        metavar="M[,M,M]",
+        help="subtracted per channel, in 0-255 units (default: 0)",
+    )
+    images.add_argument(
+        "--scale",
+        type=_floats,
+        default=(1.0,),
+        metavar="S[,S,S]",
+        help="divisor per channel after the mean (default: 1)",
+    )
+    images.add_argument("--bgr", action="store_true", help="channels in BGR order (default: RGB)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of `openvino-runner`."""
-    parser = argparse.ArgumentParser(prog="openvino-runner", description="Inspect, run, compare and benchmark models on OpenVINO.")
+    parser = argparse.ArgumentParser(
+        prog="openvino-runner",
+        description="Inspect, run, compare and benchmark models on OpenVINO.",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    info = sub.add_parser("info", help="inputs, outputs, op counts and conversion of a model")
+    _add_model_options(info, inputs=False)
+    info.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+
+    run = sub.add_parser("run", help="run one inference, print and save the outputs")
+    _add_model_options(run)
+    run.add_argument("--output", metavar="OUT.npz", help="save the outputs here, by name")
+
+    compare = sub.add_parser(
+        "compare", help="compare OpenVINO with onnxruntime on the same inputs (exit 1: mismatch)"
+    )
+    _add_model_options(compare)
+    compare.add_argument("--against", choices=("onnxruntime",), default="onnxruntime")
+    compare.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance (1e-4)")
+    compare.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (1e-3)")
+    compare.add_argument("--top-k", type=_positive_int, default=5, help="k of top-k agreement")
+    compare.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+
+    bench = sub.add_parser("bench", help="measure compile time, latency and throughput")
+    _add_model_options(bench)
+    bench.add_argument("--hint", choices=("latency", "throughput"), default="latency")
+    stop = bench.add_mutually_exclusive_group()
+    stop.add_argument(
+        "--time", type=_positive_float, metavar="SECONDS", help="run this long (default: 10 s)"
+    )
+    stop.add_argument("--iterations", type=_positive_int, metavar="N", help="run N inferences")
+    bench.add_argument(
+        "--requests",
+        type=_positive_int,
+        metavar="N",
+        help="infer requests (default: 1 for latency, optimal for throughput)",
+    )
+    bench.add_argument("--streams", type=_positive_int, metavar="N", help="NUM_STREAMS")
+    bench.add_argument("--threads", type=_positive_int, metavar="N", help="INFERENCE_NUM_THREADS")
+    bench.add_argument("--cache-dir", metavar="DIR", help="OpenVINO model cache folder")
+    bench.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    bench.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
+
+
+def _runner(args: argparse.Namespace, **kwargs: Any) -> Runner:
+    from openvino_runner.runner import Runner
+
+    precision = None if args.precision == "default" else args.precision
+    runner = Runner(args.model, args.device, precision, **kwargs)
+    if args.shape:
+        shapes: dict[str, tuple[int, ...]] = {}
+        for item in args.shape:
+            name, dims = parse_assignment(item, "--shape")
+            if name is None:
+                specs = runner.input_specs()
+                if len(specs) != 1:
+                    raise RunnerError(
+                        f"the model has {len(specs)} inputs; name the one to reshape, e.g. "
+                        f"--shape {specs[0].name}={dims}"
+                    )
+                name = specs[0].name
+            shapes[name] = parse_shape(dims)
+        runner.reshape(shapes)
+    return runner
+
+
+def _inputs(args: argparse.Namespace) -> dict[str | None, Any]:
+    given: dict[str | None, Any] = {}
+    for item in args.input:
+        name, value = parse_assignment(item, "--input")
+        given[name] = value
+    return given
+
+
+def _image(args: argparse.Namespace) -> ImageOptions:
+    return ImageOptions(
+        size=args.image_size, layout=args.layout, mean=args.mean, scale=args.scale, bgr=args.bgr
+    )
+
+
+def _write_json(path: str | None, data: dict[str, Any]) -> None:
+    if path:
+        Path(path).write_text(json.dumps(data, indent=2, default=str) + "\n")
+        print(f"report written to {path}")
+
+
+def _precision_note(runner: Runner) -> str:
+    effective = runner.properties().get("INFERENCE_PRECISION_HINT", "?")
+    asked = runner.precision or "device default"
+    return f"precision: {effective} (asked: {asked})"
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    runner = _runner(args)
+    info = runner.info()
+    print(f"model:   {info.path}")
+    how = "converted by OpenVINO's frontend on every read" if info.converted else "native"
+    print(f"format:  {info.format} ({how})")
+    for title, ports in (("inputs", info.inputs), ("outputs", info.outputs)):
+        print(f"{title}:")
+        for p in ports:
+            extra = (
+                f"  (also: {', '.join(n for n in p.names if n != p.name)})"
+                if len(p.names) > 1
+                else ""
+            )
+            print(f"  {p.name:<32} {p.element_type:<6} {p.shape}{extra}")
+    total = sum(info.op_counts.values())
+    print(f"ops ({total}):")
+    for op, count in info.op_counts.items():
+        print(f"  {op:<32} {count}")
+    if info.custom_conversions:
+        print("converted by openvino-runner's extensions:")
+        for what, count in info.custom_conversions.items():
+            print(f"  {what:<32} {count}")
+    if info.converted:
+        print("to skip conversion next time: ovc MODEL (writes OpenVINO IR .xml/.bin)")
+    _write_json(args.json, info.to_dict())
+    return 0
+
+
+def _describe(name: str, array: np.ndarray[Any, Any]) -> str:
+    import numpy as np
+
+    text = f"  {name:<32} {array.dtype!s:<8} {list(array.shape)}"
+    if array.size and np.issubdtype(array.dtype, np.number):
+        values = array.astype(np.float64)
+        text += f"  min {values.min():.6g} max {values.max():.6g} mean {values.mean():.6g}"
+        from openvino_runner.compare import classification_rows
+
+        rows = classification_rows(array)
+        if rows is not None and rows.shape[0] == 1:
+            top = np.argsort(-rows[0], kind="stable")[:5]
+            text += "  top5 " + ", ".join(f"{i}:{rows[0][i]:.4g}" for i in top)
+    return text
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    runner = _runner(args)
+    feeds = runner.prepare(_inputs(args), seed=args.seed, image=_image(args))
+    outputs = runner.infer(feeds)
+    print(f"device: {args.device}, {_precision_note(runner)}")
+    print("inputs:")
+    for name, array in feeds.items():
+        print(_describe(name, array))
+    print("outputs:")
+    for name, array in outputs.items():
+        print(_describe(name, array))
+    if args.output:
+        out = Path(args.output)
+        tmp = out.with_name(out.name + ".partial.npz")
+        np.savez(tmp, **outputs)  # type: ignore[arg-type]  # numpy's stub types **kwds oddly
+        tmp.replace(out)
+        print(f"outputs saved to {out}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from openvino_runner.compare import compare_with_onnxruntime
+
+    runner = _runner(args)
+    report = compare_with_onnxruntime(
+        runner,
+        _inputs(args),
+        seed=args.seed,
+        image=_image(args),
+        atol=args.atol,
+        rtol=args.rtol,
+        top_k=args.top_k,
+    )
+    default = " (the default: bf16 or f16 would not match)" if args.precision == "f32" else ""
+    print(
+        f"OpenVINO {args.device} vs {report.reference}; OpenVINO {_precision_note(runner)}{default}"
+    )
+    print(f"tolerance: |ov - ref| <= {report.atol:g} + {report.rtol:g} * |ref|")
+    for r in report.outputs:
+        status = "PASS" if r.passed else "FAIL"
+        line = f"  {status} {r.name}: shape {r.shape}"
+        if r.shape != r.reference_shape:
+            line += f" vs reference {r.reference_shape}"
+        else:
+            line += f", max abs {r.max_abs:.3g}, max rel {r.max_rel:.3g}, cosine {r.cosine:.6f}"
+        if r.top1_agreement is not None:
+            line += f", top-1 agree {r.top1_agreement:.0%}, top-{r.k} overlap {r.topk_overlap:.0%}"
+        print(line)
+    print("result: " + ("all outputs match" if report.passed else "MISMATCH"))
+    _write_json(args.json, report.to_dict())
+    return 0 if report.passed else 1
+
+
+class _Progress:
+    """A tqdm bar fed by :meth:`Runner.benchmark`'s ``progress(done, elapsed)`` callback."""
+
+    def __init__(self, total: int | None, seconds: float | None) -> None:
+        from tqdm import tqdm
+
+        self.by_time = total is None
+        self.bar = tqdm(
+            total=round(seconds or 10.0, 1) if self.by_time else total,
+            unit="s" if self.by_time else "it",
+            file=sys.stderr,
+            leave=False,
+            dynamic_ncols=True,
+            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} {unit} {postfix}",
+        )
+
+    def __call__(self, done: int, elapsed: float) -> None:
+        target = round(min(elapsed, self.bar.total), 1) if self.by_time else done
+        self.bar.update(target - self.bar.n)
+        self.bar.set_postfix_str(f"{done} inferences, {done / max(elapsed, 1e-9):.1f}/s")
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    runner = _runner(
+        args, hint=args.hint, streams=args.streams, threads=args.threads, cache_dir=args.cache_dir
+    )
+    progress = None
+    if not args.no_progress and sys.stderr.isatty():
+        progress = _Progress(args.iterations, args.time)
+    try:
+        result = runner.benchmark(
+            iterations=args.iterations,
+            time_s=args.time,
+            requests=args.requests,
+            inputs=_inputs(args),
+            seed=args.seed,
+            progress=progress,
+        )
+    finally:
+        if progress is not None:
+            progress.close()
+    props = result.properties
+    cache = "no cache"
+    if result.cache_dir is not None:
+        cache = f"cache {'hit' if result.cache_hit else 'miss'} in {result.cache_dir}"
+    print(f"model:            {result.model}")
+    print(f"device:           {result.device}, hint {result.hint}")
+    print(f"input shapes:     {', '.join(f'{n}={s}' for n, s in result.input_shapes.items())}")
+    print(f"compile time:     {result.compile_time_s * 1000:.1f} ms ({cache})")
+    print(f"first inference:  {result.first_inference_ms:.2f} ms")
+    print(f"iterations:       {result.iterations} in {result.duration_s:.2f} s")
+    lat = result.latency_ms
+    print(
+        f"latency (ms):     median {lat['median']:.3f}  p90 {lat['p90']:.3f}  "
+        f"p99 {lat['p99']:.3f}  min {lat['min']:.3f}  max {lat['max']:.3f}"
+    )
+    print(f"throughput:       {result.throughput_fps:.2f} inferences/s")
+    print("effective device properties:")
+    for name, value in props.items():
+        print(f"  {name:<34} {value}")
+    _write_json(args.json, result.to_dict())
+    return 0
+
+
+COMMANDS = {"info": cmd_info, "run": cmd_run, "compare": cmd_compare, "bench": cmd_bench}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -23,7 +397,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    return 0
+    try:
+        return COMMANDS[args.command](args)
+    except RunnerError as exc:
+        print(f"openvino-runner {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

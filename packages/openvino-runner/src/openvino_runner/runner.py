@@ -1,0 +1,637 @@
+"""The typed API: :class:`Runner` reads, describes, compiles, runs and benchmarks a model.
+
+OpenVINO is imported on first use (``import openvino`` costs ~0.5 s), so importing this
+module, and answering ``openvino-runner --help``, stays instant.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from openvino_runner.deformconv import ONNX_OP_TYPE, convert_deform_conv
+from openvino_runner.errors import ConversionError, InputError, ModelFileError, RunnerError
+from openvino_runner.inputs import Dim, Feeds, ImageOptions, InputSpec, prepare_inputs
+
+PRECISIONS = ("f32", "bf16", "f16")
+HINTS = ("latency", "throughput")
+# Formats OpenVINO reads, by suffix: (format name, whether reading converts it).
+FORMATS = {
+    ".xml": ("OpenVINO IR", False),
+    ".onnx": ("ONNX", True),
+    ".pb": ("TensorFlow frozen graph", True),
+    ".tflite": ("TensorFlow Lite", True),
+    ".pdmodel": ("PaddlePaddle", True),
+}
+# Device properties worth reporting after compilation (what OpenVINO actually chose).
+EFFECTIVE_PROPERTIES = (
+    "INFERENCE_PRECISION_HINT",
+    "PERFORMANCE_HINT",
+    "NUM_STREAMS",
+    "INFERENCE_NUM_THREADS",
+    "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
+    "EXECUTION_DEVICES",
+    "ENABLE_HYPER_THREADING",
+    "ENABLE_CPU_PINNING",
+)
+
+
+def _openvino() -> Any:
+    import openvino
+
+    return openvino
+
+
+@dataclass(frozen=True)
+class PortInfo:
+    """One model input or output: its name, all tensor names, shape and element type."""
+
+    name: str
+    names: tuple[str, ...]
+    shape: str
+    element_type: str
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What :meth:`Runner.info` reports about a model (before compilation)."""
+
+    path: str
+    format: str
+    converted: bool
+    inputs: tuple[PortInfo, ...]
+    outputs: tuple[PortInfo, ...]
+    op_counts: dict[str, int]
+    custom_conversions: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dictionary."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    """What :meth:`Runner.benchmark` measured; times in milliseconds unless named ``_s``."""
+
+    model: str
+    device: str
+    hint: str
+    requests: int
+    iterations: int
+    duration_s: float
+    throughput_fps: float
+    latency_ms: dict[str, float]
+    compile_time_s: float
+    first_inference_ms: float
+    cache_dir: str | None
+    cache_hit: bool | None
+    input_shapes: dict[str, list[int]]
+    properties: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dictionary."""
+        return asdict(self)
+
+
+def latency_summary(latencies_ms: Sequence[float]) -> dict[str, float]:
+    """Median, p90, p99, min, max and mean of *latencies_ms*."""
+    values = np.asarray(latencies_ms, dtype=np.float64)
+    if values.size == 0:
+        return {}
+    return {
+        "median": float(np.median(values)),
+        "p90": float(np.percentile(values, 90)),
+        "p99": float(np.percentile(values, 99)),
+        "min": float(values.min()),
+        "max": float(values.max()),
+        "mean": float(values.mean()),
+    }
+
+
+def _dims(partial_shape: Any) -> tuple[Dim, ...] | None:
+    if partial_shape.rank.is_dynamic:
+        return None
+    dims: list[Dim] = []
+    for d in partial_shape:
+        if d.is_static:
+            dims.append((d.get_length(), d.get_length()))
+        else:
+            hi = d.get_max_length()
+            dims.append((max(d.get_min_length(), 0), None if hi < 0 else hi))
+    return tuple(dims)
+
+
+def _port_name(port: Any, index: int, kind: str) -> str:
+    names = port.get_names()
+    return str(port.get_any_name()) if names else f"{kind}{index}"
+
+
+def _dtype(element_type: Any) -> np.dtype[Any]:
+    try:
+        return np.dtype(element_type.to_dtype())
+    except (RuntimeError, TypeError, ValueError):
+        return np.dtype(np.float32)  # bf16 and packed types have no numpy dtype
+
+
+_FAILED_OP = re.compile(
+    r"^-- (?P<op>\S+?)-(?P<opset>\d+) with a message:\n(?P<msg>.*?)(?=^-- |^Summary:|\Z)",
+    re.M | re.S,
+)
+_NODE = re.compile(r"<Node\((?P<op>[^)]*)\): (?P<node>[^>]*)>")
+_NO_RULE = re.compile(r"No conversion rule found for operations: (?P<ops>.*)")
+
+
+def _onnx_nodes_of(path: Path, op_type: str) -> list[str]:
+    """Names (or first outputs) of the ONNX nodes of *op_type*, when the onnx package exists."""
+    try:
+        import onnx
+    except ImportError:
+        return []
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception:  # the error we are reporting matters more than this lookup
+        return []
+    found: list[str] = []
+
+    def walk(graph: Any) -> None:
+        for node in graph.node:
+            if node.op_type == op_type:
+                found.append(node.name or (node.output[0] if node.output else "?"))
+            for attr in node.attribute:
+                if attr.g is not None and attr.HasField("g"):
+                    walk(attr.g)
+                for sub in attr.graphs:
+                    walk(sub)
+
+    walk(model.graph)
+    return found
+
+
+def conversion_failures(message: str, path: Path | None = None) -> list[tuple[str, str, str]]:
+    """Parse OpenVINO's conversion report into ``(op, node, reason)`` triples."""
+    failures: list[tuple[str, str, str]] = []
+    for match in _FAILED_OP.finditer(message):
+        body = match.group("msg")
+        node = _NODE.search(body)
+        lines = [ln.strip() for ln in body.splitlines() if ln.strip()]
+        reason = next(
+            (ln for ln in reversed(lines) if not ln.startswith(("At:", "/", "FrontEnd API"))),
+            lines[-1] if lines else "",
+        )
+        failures.append(
+            (
+                f"{match.group('op')} (opset {match.group('opset')})",
+                node.group("node") if node else "?",
+                reason,
+            )
+        )
+    rule = _NO_RULE.search(message)
+    if rule:
+        for item in rule.group("ops").split(","):
+            op, _, opset = item.strip().rpartition("-")
+            nodes = _onnx_nodes_of(path, op) if path is not None else []
+            failures.append(
+                (
+                    f"{op} (opset {opset})",
+                    ", ".join(nodes[:5]) or "?",
+                    "OpenVINO has no conversion rule for this op",
+                )
+            )
+    return failures
+
+
+def _conversion_error(path: Path, exc: Exception) -> RunnerError:
+    text = str(exc)
+    failures = conversion_failures(text, path)
+    if failures:
+        lines = [f"OpenVINO cannot convert {path}:"]
+        lines += [f"  op {op} at node {node!r}: {reason}" for op, node, reason in failures]
+        return ConversionError("\n".join(lines), failures)
+    if "format" in text.lower() and "supported" in text.lower():
+        known = ", ".join(f"{s} ({n})" for s, (n, _) in FORMATS.items())
+        return ModelFileError(
+            f"OpenVINO cannot read {path}: not a model format it knows; expected one of {known} "
+            "or a TensorFlow SavedModel folder"
+        )
+    tail = text.strip().splitlines()[-1] if text.strip() else type(exc).__name__
+    return ConversionError(f"OpenVINO cannot read {path}: {tail}")
+
+
+class Runner:
+    """Read, inspect, compile, run and benchmark one model with OpenVINO.
+
+    ``precision`` sets ``INFERENCE_PRECISION_HINT`` (``"f32"``, ``"bf16"``, ``"f16"``);
+    ``None`` keeps the device default, which on CPUs with AMX is bf16. ``shapes`` reshapes
+    dynamic inputs to static shapes before compiling (like benchmark_app's ``-shape``).
+    ``hint``, ``streams`` and ``threads`` become ``PERFORMANCE_HINT``, ``NUM_STREAMS`` and
+    ``INFERENCE_NUM_THREADS``; ``cache_dir`` enables OpenVINO's model cache. ONNX
+    ``DeformConv`` is converted by this package's extension (see
+    :func:`openvino_runner.deform_conv_extension`).
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        device: str = "CPU",
+        precision: str | None = "f32",
+        *,
+        shapes: Mapping[str, Sequence[int]] | None = None,
+        hint: str | None = None,
+        streams: int | None = None,
+        threads: int | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.path = Path(model)
+        if not self.path.exists():
+            raise ModelFileError(f"model file {str(self.path)!r} does not exist")
+        if precision is not None and precision not in PRECISIONS:
+            raise RunnerError(
+                f"precision must be one of {', '.join(PRECISIONS)} (or None for the device "
+                f"default), got {precision!r}"
+            )
+        if hint is not None and hint not in HINTS:
+            raise RunnerError(f"hint must be one of {', '.join(HINTS)}, got {hint!r}")
+        for what, value in (("streams", streams), ("threads", threads)):
+            if value is not None and value < 1:
+                raise RunnerError(f"{what} must be a positive integer, got {value}")
+        self.device = device
+        self.precision = precision
+        self.shapes = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
+        self.hint = hint
+        self.streams = streams
+        self.threads = threads
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.extra_config = dict(config or {})
+        self.compile_time_s: float | None = None
+        self.cache_hit: bool | None = None
+        self._core: Any = None
+        self._model: Any = None
+        self._compiled: Any = None
+        self._request: Any = None
+        self._custom: Counter[str] = Counter()
+
+    # -- reading -----------------------------------------------------------------------
+    @property
+    def core(self) -> Any:
+        """The ``openvino.Core`` (created on first use, with the DeformConv extension)."""
+        if self._core is None:
+            ov = _openvino()
+            from openvino.frontend.onnx import ConversionExtension
+
+            core = ov.Core()
+
+            def convert(node: Any) -> list[Any]:
+                self._custom[f"{ONNX_OP_TYPE} -> DeformableConvolution"] += 1
+                return convert_deform_conv(node)
+
+            core.add_extension(ConversionExtension(ONNX_OP_TYPE, convert))
+            self._core = core
+        return self._core
+
+    def _read(self) -> Any:
+        try:
+            model = self.core.read_model(str(self.path))
+        except RuntimeError as exc:
+            raise _conversion_error(self.path, exc) from None
+        if self.shapes:
+            self._apply_shapes(model, self.shapes)
+        return model
+
+    def _apply_shapes(self, model: Any, shapes: Mapping[str, tuple[int, ...]]) -> None:
+        names = [_port_name(p, i, "input") for i, p in enumerate(model.inputs)]
+        unknown = [n for n in shapes if n not in names]
+        if unknown:
+            raise InputError(
+                f"the model has no input named {unknown[0]!r}; its inputs are: "
+                + ", ".join(repr(n) for n in names)
+            )
+        ov = _openvino()
+        try:
+            model.reshape({n: ov.PartialShape(list(s)) for n, s in shapes.items()})
+        except RuntimeError as exc:
+            wanted = ", ".join(f"{n}={list(s)}" for n, s in shapes.items())
+            reason = str(exc).strip().splitlines()[-1]
+            raise InputError(f"cannot reshape the model to {wanted}: {reason}") from None
+
+    def reshape(self, shapes: Mapping[str, Sequence[int]]) -> None:
+        """Give inputs static shapes before compiling (drops an earlier compilation)."""
+        fixed = {k: tuple(int(d) for d in v) for k, v in shapes.items()}
+        self._apply_shapes(self.model, fixed)
+        self.shapes.update(fixed)
+        self._compiled = None
+        self._request = None
+
+    @property
+    def model(self) -> Any:
+        """The ``openvino.Model`` as read (and reshaped), converting it if needed."""
+        if self._model is None:
+            self._model = self._read()
+        return self._model
+
+    def info(self) -> ModelInfo:
+        """Inputs, outputs, op counts and how the model's format is converted."""
+        model = self.model
+        fmt, converted = FORMATS.get(self.path.suffix.lower(), ("unknown", True))
+        if self.path.is_dir():
+            fmt, converted = "TensorFlow SavedModel", True
+
+        def ports(items: Sequence[Any], kind: str) -> tuple[PortInfo, ...]:
+            return tuple(
+                PortInfo(
+                    name=_port_name(p, i, kind),
+                    names=tuple(sorted(p.get_names())),
+                    shape=str(p.get_partial_shape()),
+                    element_type=p.get_element_type().get_type_name(),
+                )
+                for i, p in enumerate(items)
+            )
+
+        counts = Counter(op.get_type_name() for op in model.get_ordered_ops())
+        return ModelInfo(
+            path=str(self.path),
+            format=fmt,
+            converted=converted,
+            inputs=ports(model.inputs, "input"),
+            outputs=ports(model.outputs, "output"),
+            op_counts=dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+            custom_conversions=dict(self._custom),
+        )
+
+    def input_specs(self) -> list[InputSpec]:
+        """What each input accepts (after ``shapes`` reshaping)."""
+        return [
+            InputSpec(
+                name=_port_name(p, i, "input"),
+                dims=_dims(p.get_partial_shape()),
+                dtype=_dtype(p.get_element_type()),
+                element_type=p.get_element_type().get_type_name(),
+            )
+            for i, p in enumerate(self.model.inputs)
+        ]
+
+    def output_names(self) -> list[str]:
+        """Output names in model order (``output<i>`` for unnamed outputs)."""
+        return [_port_name(p, i, "output") for i, p in enumerate(self.model.outputs)]
+
+    # -- compiling ---------------------------------------------------------------------
+    def compile_config(self) -> dict[str, Any]:
+        """The properties passed to ``compile_model``."""
+        config: dict[str, Any] = {}
+        if self.precision is not None:
+            config["INFERENCE_PRECISION_HINT"] = self.precision
+        if self.hint is not None:
+            config["PERFORMANCE_HINT"] = self.hint.upper()
+        if self.streams is not None:
+            config["NUM_STREAMS"] = str(self.streams)
+        if self.threads is not None:
+            config["INFERENCE_NUM_THREADS"] = self.threads
+        config.update(self.extra_config)
+        return config
+
+    @property
+    def compiled(self) -> Any:
+        """The ``openvino.CompiledModel`` (compiled on first use; time and cache hit kept)."""
+        if self._compiled is None:
+            model = self.model
+            before: set[str] = set()
+            if self.cache_dir is not None:
+                self.cache_dir.mkdir(parents=True, exist_ok=True)
+                before = {p.name for p in self.cache_dir.iterdir()}
+                self.core.set_property({"CACHE_DIR": str(self.cache_dir)})
+            started = time.perf_counter()
+            try:
+                self._compiled = self.core.compile_model(model, self.device, self.compile_config())
+            except RuntimeError as exc:
+                reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
+                raise RunnerError(
+                    f"OpenVINO cannot compile {self.path} for {self.device} with "
+                    f"{self.compile_config()}: {reason}"
+                ) from None
+            self.compile_time_s = time.perf_counter() - started
+            if self.cache_dir is not None:
+                after = {p.name for p in self.cache_dir.iterdir()}
+                self.cache_hit = bool(before) and not (after - before)
+        return self._compiled
+
+    def properties(self) -> dict[str, str]:
+        """The effective device properties of the compiled model (what OpenVINO chose)."""
+        found: dict[str, str] = {}
+        supported = {str(p) for p in self.compiled.get_property("SUPPORTED_PROPERTIES")}
+        for name in EFFECTIVE_PROPERTIES:
+            if name in supported:
+                value = self.compiled.get_property(name)
+                found[name] = _property_text(value)
+        return found
+
+    # -- running -----------------------------------------------------------------------
+    def prepare(
+        self,
+        inputs: Feeds | None = None,
+        *,
+        seed: int = 0,
+        image: ImageOptions | None = None,
+    ) -> dict[str, np.ndarray[Any, Any]]:
+        """Checked input arrays: *inputs* (arrays or file paths by name) plus seeded random data."""
+        return prepare_inputs(
+            self.input_specs(), inputs, shapes=self.shapes, seed=seed, image=image
+        )
+
+    def infer(
+        self,
+        inputs: Feeds | None = None,
+        *,
+        seed: int = 0,
+        image: ImageOptions | None = None,
+    ) -> dict[str, np.ndarray[Any, Any]]:
+        """Run one inference; returns a copy of every output by name.
+
+        *inputs* maps input names to arrays or ``.npy``/``.npz``/image paths; missing inputs
+        get seeded random data (see :mod:`openvino_runner.inputs`).
+        """
+        feeds = self.prepare(inputs, seed=seed, image=image)
+        if self._request is None:
+            self._request = self.compiled.create_infer_request()
+        request = self._request
+        try:
+            request.infer({name: np.ascontiguousarray(a) for name, a in feeds.items()})
+        except RuntimeError as exc:
+            reason = str(exc).strip().splitlines()[-1]
+            raise InputError(f"OpenVINO rejected the inputs: {reason}") from None
+        return {
+            name: np.array(request.get_output_tensor(i).data, copy=True)
+            for i, name in enumerate(self.output_names())
+        }
+
+    # -- benchmarking ------------------------------------------------------------------
+    def benchmark(
+        self,
+        *,
+        iterations: int | None = None,
+        time_s: float | None = None,
+        requests: int | None = None,
+        inputs: Feeds | None = None,
+        seed: int = 0,
+        progress: Callable[[int, float], None] | None = None,
+    ) -> BenchmarkResult:
+        """Measure latency and throughput.
+
+        Runs until *iterations* inferences or *time_s* seconds (default 10 s). With the
+        throughput hint, or ``requests > 1``, inferences run through an
+        ``openvino.AsyncInferQueue`` of *requests* jobs (default: the device's optimal
+        number); otherwise one request runs synchronously in a loop. *progress*, if given,
+        is called as ``progress(done, elapsed_s)`` a few times per second.
+        """
+        if iterations is not None and iterations < 1:
+            raise RunnerError(f"iterations must be at least 1, got {iterations}")
+        if time_s is not None and time_s <= 0:
+            raise RunnerError(f"time must be positive, got {time_s}")
+        if requests is not None and requests < 1:
+            raise RunnerError(f"requests must be at least 1, got {requests}")
+        if iterations is None and time_s is None:
+            time_s = 10.0
+        feeds = self.prepare(inputs, seed=seed)
+        compiled = self.compiled
+        props = self.properties()
+        hint = self.hint or props.get("PERFORMANCE_HINT", "").lower() or "latency"
+        if requests is None:
+            optimal = int(props.get("OPTIMAL_NUMBER_OF_INFER_REQUESTS", "1") or 1)
+            requests = optimal if hint == "throughput" else 1
+        ov = _openvino()
+        tensors = {n: ov.Tensor(np.ascontiguousarray(a)) for n, a in feeds.items()}
+        stop_at = float("inf") if time_s is None else time_s
+        limit = iterations if iterations is not None else 2**62
+
+        first = compiled.create_infer_request()
+        for name, tensor in tensors.items():
+            first.set_tensor(name, tensor)
+        started = time.perf_counter()
+        first.infer()
+        first_ms = (time.perf_counter() - started) * 1000.0
+
+        if requests == 1:
+            latencies, count, duration = _sync_loop(first, limit, stop_at, progress)
+        else:
+            latencies, count, duration = _async_loop(
+                ov, compiled, tensors, requests, limit, stop_at, progress
+            )
+        assert self.compile_time_s is not None
+        props["REQUESTS"] = str(requests)
+        return BenchmarkResult(
+            model=str(self.path),
+            device=self.device,
+            hint=hint,
+            requests=requests,
+            iterations=count,
+            duration_s=duration,
+            throughput_fps=count / duration if duration > 0 else 0.0,
+            latency_ms=latency_summary(latencies),
+            compile_time_s=self.compile_time_s,
+            first_inference_ms=first_ms,
+            cache_dir=str(self.cache_dir) if self.cache_dir is not None else None,
+            cache_hit=self.cache_hit,
+            input_shapes={n: list(a.shape) for n, a in feeds.items()},
+            properties=props,
+        )
+
+
+_PROGRESS_EVERY_S = 0.25
+
+
+def _property_text(value: Any) -> str:
+    """``f32`` for an element type, ``LATENCY`` for an enum, ``a,b`` for a list."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(_property_text(v) for v in value)
+    if hasattr(value, "get_type_name"):
+        return str(value.get_type_name())
+    text = str(value)
+    return text.rsplit(".", 1)[-1] if type(value).__module__.startswith("openvino") else text
+
+
+def _sync_loop(
+    request: Any,
+    limit: int,
+    stop_at: float,
+    progress: Callable[[int, float], None] | None,
+) -> tuple[list[float], int, float]:
+    """One request, inferred back to back; latency is wall time around ``infer()``."""
+    clock = time.perf_counter
+    infer = request.infer
+    latencies: list[float] = []
+    record = latencies.append
+    count = 0
+    start = t0 = clock()
+    next_report = start + _PROGRESS_EVERY_S
+    while count < limit:
+        infer()
+        t1 = clock()
+        record(t1 - t0)
+        count += 1
+        t0 = t1
+        if t1 - start >= stop_at:
+            break
+        if progress is not None and t1 >= next_report:
+            progress(count, t1 - start)
+            next_report = t1 + _PROGRESS_EVERY_S
+    duration = clock() - start
+    if progress is not None:
+        progress(count, duration)
+    return [s * 1000.0 for s in latencies], count, duration
+
+
+def _async_loop(
+    ov: Any,
+    compiled: Any,
+    tensors: Mapping[str, Any],
+    requests: int,
+    limit: int,
+    stop_at: float,
+    progress: Callable[[int, float], None] | None,
+) -> tuple[list[float], int, float]:
+    """*requests* jobs of an ``AsyncInferQueue``; latency is each request's own ``latency``.
+
+    A request's latency is read when it comes back idle, not in a Python callback: with a
+    Python callback set, OpenVINO 2026.4 aborts or hangs at exit after the queue is freed.
+    """
+    queue = ov.AsyncInferQueue(compiled, requests)
+    for i in range(len(queue)):
+        for name, tensor in tensors.items():
+            queue[i].set_tensor(name, tensor)
+    latencies: list[float] = []
+    record = latencies.append
+    started: set[int] = set()
+    clock = time.perf_counter
+    start_async = queue.start_async
+    idle_request = queue.get_idle_request_id
+    count = 0
+    start = clock()
+    next_report = start + _PROGRESS_EVERY_S
+    while count < limit:
+        idle = idle_request()
+        if idle in started:
+            record(queue[idle].latency)
+        else:
+            started.add(idle)
+        start_async()
+        count += 1
+        now = clock()
+        if now - start >= stop_at:
+            break
+        if progress is not None and now >= next_report:
+            progress(count, now - start)
+            next_report = now + _PROGRESS_EVERY_S
+    queue.wait_all()
+    duration = clock() - start
+    for idle in sorted(started):
+        record(queue[idle].latency)
+    if progress is not None:
+        progress(count, duration)
+    return latencies, count, duration

@@ -1,0 +1,110 @@
+"""Shared fixtures for openvino-runner: real models built or found offline.
+
+Models come from four places, none a model hub: graphs built here with onnx.helper, torch
+modules exported here (random weights), the `onnx` wheel's light backend models, and the
+ONNX files inside two PyPI wheels (rapidocr-openvino, silero-vad). Those wheels are not
+installed by tools/test (rapidocr-openvino pins openvino<=2024.0 and silero-vad pulls
+torchaudio, both of which would break the environment): `wheel_member` takes the file from
+an installed copy when there is one, else from `pip download --no-deps` into a cache
+folder (``$OPENVINO_RUNNER_TEST_CACHE`` or ``~/.cache/openvino-runner-tests``).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from components import missing, require_module
+
+# Wheels whose bundled ONNX files the tests use, pinned so the models never change.
+RAPIDOCR = ("rapidocr-openvino", "1.4.4")
+SILERO = ("silero-vad", "6.2.3")
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("OPENVINO_RUNNER_TEST_CACHE")
+    return Path(base) if base else Path.home() / ".cache" / "openvino-runner-tests"
+
+
+def wheel_member(dist: str, version: str, member: str) -> Path:
+    """Path of *member* (e.g. ``silero_vad/data/silero_vad.onnx``) from *dist*==*version*."""
+    try:
+        if importlib.metadata.version(dist) == version:
+            installed = Path(str(importlib.metadata.distribution(dist).locate_file(member)))
+            if installed.is_file():
+                return installed
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    folder = _cache_dir() / f"{dist}-{version}"
+    target = folder / member
+    if target.is_file():
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    wheels = list(folder.glob("*.whl"))
+    if not wheels:
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-d",
+                str(folder),
+                f"{dist}=={version}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        wheels = list(folder.glob("*.whl"))
+        if result.returncode != 0 or not wheels:
+            missing(f"{dist}=={version} wheel", f"pip download failed: {result.stderr[-500:]}")
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        wheel.extract(member, folder)
+    return target
+
+
+@pytest.fixture(scope="session")
+def openvino_available() -> None:
+    require_module("openvino")
+
+
+@pytest.fixture(scope="session")
+def torch_modules() -> tuple[object, object]:
+    return require_module("torch"), require_module("torchvision")
+
+
+@pytest.fixture(scope="session")
+def resnet18_onnx(tmp_path_factory: pytest.TempPathFactory, torch_modules: object) -> Path:
+    """torchvision resnet18 with seeded random weights, exported by the dynamo exporter."""
+    import torch
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18().eval()
+    path = tmp_path_factory.mktemp("resnet18") / "resnet18.onnx"
+    torch.onnx.export(
+        model,
+        (torch.randn(1, 3, 224, 224),),
+        str(path),
+        dynamo=True,
+        input_names=["image"],
+        output_names=["logits"],
+        external_data=False,
+        verbose=False,
+    )
+    return path
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(1234)

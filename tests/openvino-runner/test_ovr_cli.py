@@ -1,0 +1,232 @@
+"""The CLI's promises: instant --help, clear errors for user mistakes, run/info outputs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from openvino_runner.cli import main
+
+pytestmark = pytest.mark.usefixtures("openvino_available")
+
+
+def two_input_model(path: Path) -> Path:
+    """y = a * 2 + cast(b) with a: f32[?,4], b: i64[?,4]; z = relu(a)."""
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("Cast", ["b"], ["bf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["a", "two"], ["a2"]),
+        helper.make_node("Add", ["a2", "bf"], ["y"]),
+        helper.make_node("Relu", ["a"], ["z"]),
+    ]
+    two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
+    graph = helper.make_graph(
+        nodes,
+        "two_inputs",
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, ["n", 4]),
+            helper.make_tensor_value_info("b", TensorProto.INT64, ["n", 4]),
+        ],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, ["n", 4]),
+        ],
+        [two],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    return two_input_model(tmp_path / "two.onnx")
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_help_does_not_import_openvino() -> None:
+    code = (
+        "import sys\n"
+        "from openvino_runner.cli import main\n"
+        "for argv in (['--help'], ['bench', '--help'], ['compare', '--help']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code == 0, exc.code\n"
+        "heavy = [m for m in ('openvino', 'onnxruntime', 'torch', 'tqdm', 'PIL')\n"
+        "         if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert "usage: openvino-runner" in result.stdout
+    assert "--iterations" in result.stdout and "--cache-dir" in result.stdout
+
+
+def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys)
+    assert code == 2 and "usage:" in out
+
+
+@pytest.mark.parametrize("command", ["info", "run", "compare", "bench"])
+def test_missing_model_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str
+) -> None:
+    code, out, err = cli(capsys, command, tmp_path / "nope.onnx")
+    assert code == 2
+    assert "nope.onnx" in err and "does not exist" in err
+    assert "Traceback" not in err + out
+
+
+def test_not_a_model(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "notes.txt"
+    bad.write_text("hello")
+    code, _, err = cli(capsys, "info", bad)
+    assert code == 2
+    assert "notes.txt" in err and ".onnx" in err and "Traceback" not in err
+
+
+def test_info_lists_ports_and_ops(
+    capsys: pytest.CaptureFixture[str], model: Path, tmp_path: Path
+) -> None:
+    report = tmp_path / "info.json"
+    code, out, _ = cli(capsys, "info", model, "--json", report)
+    assert code == 0
+    assert "ONNX (converted" in out
+    assert "a" in out and "[?,4]" in out and "i64" in out
+    data = json.loads(report.read_text())
+    assert [p["name"] for p in data["inputs"]] == ["a", "b"]
+    assert [p["name"] for p in data["outputs"]] == ["y", "z"]
+    assert data["op_counts"]["Relu"] == 1
+    assert data["inputs"][1]["element_type"] == "i64"
+
+
+def test_run_with_npy_npz_and_output(
+    capsys: pytest.CaptureFixture[str], model: Path, tmp_path: Path, rng: np.random.Generator
+) -> None:
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.integers(-5, 5, size=(3, 4))
+    np.save(tmp_path / "a.npy", a)
+    np.savez(tmp_path / "both.npz", a=a, b=b)
+    out_file = tmp_path / "out.npz"
+    # .npy by name, the other input from an .npz by name
+    code, out, _ = cli(
+        capsys,
+        "run",
+        model,
+        "--input",
+        f"a={tmp_path / 'a.npy'}",
+        "--input",
+        f"b={tmp_path / 'both.npz'}",
+        "--output",
+        out_file,
+    )
+    assert code == 0, out
+    assert "precision: f32" in out
+    with np.load(out_file) as saved:
+        np.testing.assert_allclose(saved["y"], a * 2 + b, rtol=1e-6)
+        np.testing.assert_array_equal(saved["z"], np.maximum(a, 0))
+    # an .npz without a name feeds every input by name
+    out2 = tmp_path / "out2.npz"
+    code, _, _ = cli(capsys, "run", model, "--input", tmp_path / "both.npz", "--output", out2)
+    assert code == 0
+    with np.load(out2) as saved:
+        np.testing.assert_allclose(saved["y"], a * 2 + b, rtol=1e-6)
+    assert not list(tmp_path.glob("*.partial*"))
+
+
+def test_run_random_inputs_are_seeded(
+    capsys: pytest.CaptureFixture[str], model: Path, tmp_path: Path
+) -> None:
+    outs = []
+    for seed in ("1", "1", "2"):
+        path = tmp_path / f"o{len(outs)}.npz"
+        code, _, _ = cli(
+            capsys,
+            "run",
+            model,
+            "--seed",
+            seed,
+            "--output",
+            path,
+            "--shape",
+            "a=2,4",
+            "--shape",
+            "b=2,4",
+        )
+        assert code == 0
+        with np.load(path) as saved:
+            outs.append(saved["y"].copy())
+    assert outs[0].shape == (2, 4)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    assert not np.array_equal(outs[0], outs[2])
+
+
+def test_dynamic_dims_default_to_one_and_224(
+    capsys: pytest.CaptureFixture[str], model: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "o.npz"
+    code, _, _ = cli(capsys, "run", model, "--output", path)
+    assert code == 0
+    with np.load(path) as saved:
+        assert saved["y"].shape == (1, 4)
+
+
+def test_unknown_input_name_lists_real_ones(
+    capsys: pytest.CaptureFixture[str], model: Path, tmp_path: Path
+) -> None:
+    np.save(tmp_path / "x.npy", np.zeros((1, 4), np.float32))
+    code, _, err = cli(capsys, "run", model, "--input", f"image={tmp_path / 'x.npy'}")
+    assert code == 2
+    assert "'image'" in err and "'a', 'b'" in err
+    code, _, err = cli(capsys, "run", model, "--shape", "image=1,4")
+    assert code == 2 and "'image'" in err and "'a', 'b'" in err
+
+
+def test_wrong_shape_and_dtype(
+    capsys: pytest.CaptureFixture[str], model: Path, tmp_path: Path
+) -> None:
+    np.save(tmp_path / "bad_shape.npy", np.zeros((1, 5), np.float32))
+    code, _, err = cli(capsys, "run", model, "--input", f"a={tmp_path / 'bad_shape.npy'}")
+    assert code == 2
+    assert "expects shape [?,4]" in err and "[1, 5]" in err
+    np.save(tmp_path / "bad_dtype.npy", np.zeros((1, 4), np.float64))
+    code, _, err = cli(capsys, "run", model, "--input", f"a={tmp_path / 'bad_dtype.npy'}")
+    assert code == 2
+    assert "expects dtype float32" in err and "float64" in err
+
+
+def test_missing_input_file(
+    capsys: pytest.CaptureFixture[str], model: Path, tmp_path: Path
+) -> None:
+    code, _, err = cli(capsys, "run", model, "--input", f"a={tmp_path / 'gone.npy'}")
+    assert code == 2 and "gone.npy" in err and "does not exist" in err
+
+
+def test_unnamed_input_needs_single_input_model(
+    capsys: pytest.CaptureFixture[str], model: Path, tmp_path: Path
+) -> None:
+    np.save(tmp_path / "x.npy", np.zeros((1, 4), np.float32))
+    code, _, err = cli(capsys, "run", model, "--input", tmp_path / "x.npy")
+    assert code == 2 and "2 inputs" in err and "--input a=" in err
+
+
+def test_bad_option_values(capsys: pytest.CaptureFixture[str], model: Path) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", str(model), "--iterations", "0"])
+    assert exc.value.code == 2
+    assert "positive integer" in capsys.readouterr().err
+    code, _, err = cli(capsys, "run", model, "--shape", "a=1,four")
+    assert code == 2 and "comma-separated integers" in err
