@@ -309,6 +309,11 @@ def bench_hook(work: Path, repeats: int) -> None:
     print(f"2. Start-up of `python -c pass` in a venv, {repeats * 3} runs each, medians")
     for name, samples in results.items():
         print(f"   {name:28} {median_ms(samples):7.2f} ms  (+{median_ms(samples) - baseline:.2f})")
+    spread = statistics.quantiles(results["no .pth (baseline)"], n=4)
+    print(
+        f"   (baseline interquartile range {(spread[2] - spread[0]) * 1000:.2f} ms: process-level "
+        "differences below that are noise; the in-process figures below are the hook's cost)"
+    )
     # The same check inside a cold interpreter, without process-start noise: the .pth line
     # exactly as site.py runs it, timed around the exec.
     probe = (
