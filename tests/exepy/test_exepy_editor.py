@@ -238,11 +238,11 @@ def test_no_room_for_a_section_header(tmp_path: Path) -> None:
     layout = image.read_layout(bytes(data))
     slot = layout.section_table_offset + 40 * len(layout.sections)
     data[slot : slot + 40] = b"\xcc" * 40  # something lives right after the section table
-    editor = ResourceEditor(bytes(data))
+    editor = ResourceEditor(bytes(data), source="full-headers.exe")
     editor.set(10, 201, b"fits in place")
     assert editor.to_bytes()  # in place: no header needed
     editor.set(10, 200, b"y" * 1_000_000)
-    with pytest.raises(PEError, match="no room for a new section header"):
+    with pytest.raises(PEError, match=r"^full-headers\.exe: no room for a new section header"):
         editor.save(tmp_path / "out.exe")
     assert list(tmp_path.iterdir()) == []
 

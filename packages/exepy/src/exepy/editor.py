@@ -182,7 +182,12 @@ class ResourceEditor:
             if not self.signed:
                 return data
             # A subsystem change invalidates the signature too: go through the full rewrite.
-        result = image.replace_resources(self._original, self._resources, subsystem=self._subsystem)
+        try:
+            result = image.replace_resources(
+                self._original, self._resources, subsystem=self._subsystem
+            )
+        except PEError as exc:
+            raise PEError(f"{self._source}: {exc}" if self._source else str(exc)) from None
         if result.signature_removed:
             where = f"{self._source}: " if self._source else ""
             warnings.warn(
