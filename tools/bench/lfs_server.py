@@ -238,8 +238,11 @@ def run(
     assert sha256_file(stored) == oid
 
     def line(label: str, seconds: list[float], extra: str = "") -> None:
-        median = statistics.median(seconds)
-        print(f"{label:<44} {median:7.3f} s  {size / median / 1e9:5.2f} GB/s{extra}")
+        median, best = statistics.median(seconds), min(seconds)
+        print(
+            f"{label:<44} {median:7.3f} s  {size / median / 1e9:5.2f} GB/s"
+            f"  (best {size / best / 1e9:5.2f} GB/s){extra}"
+        )
 
     def verdict(name: str, ratio: float, goal: float) -> None:
         met = "met" if ratio >= goal else "NOT met"
@@ -259,6 +262,9 @@ def run(
     )
     verdict("GET ratio lfs/nginx", statistics.median(plain_get) / statistics.median(lfs_get), 0.9)
     verdict("PUT ratio lfs/limit", statistics.median(plain_put) / statistics.median(lfs_put), 0.7)
+    best_get, best_put = min(plain_get) / min(lfs_get), min(plain_put) / min(lfs_put)
+    print(f"(best-of ratios: GET {best_get:.2f}x, PUT {best_put:.2f}x;")
+    print(f" load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs)")
 
     if not args.no_git:
         git_bench(work, lfs, payload)
