@@ -29,6 +29,7 @@ def sample() -> list[Path]:
     return chosen
 
 
+@pytest.mark.wine
 def test_corpus_sample(harness_exe: Path) -> None:
     paths = [*sample(), *corpus.distlib_launchers(), harness_exe]
     result = corpus.run(paths)

@@ -26,7 +26,12 @@ BASES = {
 }
 
 
-@pytest.fixture(params=sorted(BASES))
+@pytest.fixture(
+    params=[
+        pytest.param(name, marks=[pytest.mark.wine] if name.startswith("wine") else [])
+        for name in sorted(BASES)
+    ]
+)
 def base(request: pytest.FixtureRequest) -> Path:
     return BASES[request.param]()
 
@@ -72,6 +77,7 @@ def test_add_replace_remove_keeps_originals(base: Path) -> None:
     assert pefile_resources(final) == {**before, first: b"replaced", (10, 200, 0): b"bundle" * 5000}
 
 
+@pytest.mark.wine  # Wine's own binaries are the bases
 def test_layout_after_new_section_and_growth() -> None:
     base = wine_binary("notepad.exe")
     original = base.read_bytes()
@@ -105,6 +111,7 @@ def test_layout_after_new_section_and_growth() -> None:
     assert verify_rewrite(moved, grown, second.resources) == []
 
 
+@pytest.mark.wine  # Wine's own binaries are the bases
 def test_small_edit_stays_in_place() -> None:
     original = wine_binary("notepad.exe").read_bytes()
     editor = ResourceEditor(original)
@@ -233,6 +240,7 @@ def test_bad_input_is_refused(case: str, tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.exe"]
 
 
+@pytest.mark.wine  # Wine's own binaries are the bases
 def test_no_room_for_a_section_header(tmp_path: Path) -> None:
     data = bytearray(wine_binary("notepad.exe").read_bytes())
     layout = image.read_layout(bytes(data))
