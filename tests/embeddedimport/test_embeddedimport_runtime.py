@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 import venv
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -135,6 +134,7 @@ def both(python: Path, exe: Path, args: Sequence[str], cwd: Path) -> tuple[Resul
 
 
 def test_the_wheel_ships_the_startup_file() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     pyproject = tomllib.loads((PACKAGE.parent.parent / "pyproject.toml").read_text())
     force = pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
     assert force == {"src/embeddedimport.pth": "embeddedimport.pth"}
