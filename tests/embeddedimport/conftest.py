@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -78,3 +78,17 @@ def make_exe(tmp_path: Path, base_exe: bytes) -> MakeExe:
         return path
 
     return build
+
+
+@pytest.fixture
+def clean_imports() -> Iterator[None]:
+    """Restore the import system's global state after a test."""
+    saved_path, saved_hooks = sys.path[:], sys.path_hooks[:]
+    saved_cache, saved_modules = dict(sys.path_importer_cache), set(sys.modules)
+    yield
+    sys.path[:] = saved_path
+    sys.path_hooks[:] = saved_hooks
+    sys.path_importer_cache.clear()
+    sys.path_importer_cache.update(saved_cache)
+    for name in set(sys.modules) - saved_modules:
+        del sys.modules[name]

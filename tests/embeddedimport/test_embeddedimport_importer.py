@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.resources
+import inspect
 import os
 import pkgutil
 import sys
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,20 +39,6 @@ APP = [
     ("crlf.py", b"A = 1\r\nB = 2\r\n"),
     ("broken.py", b"x = 1\ndef (:\n"),
 ]
-
-
-@pytest.fixture
-def clean_imports() -> Iterator[None]:
-    """Restore the import system's global state after a test."""
-    saved_path, saved_hooks = sys.path[:], sys.path_hooks[:]
-    saved_cache, saved_modules = dict(sys.path_importer_cache), set(sys.modules)
-    yield
-    sys.path[:] = saved_path
-    sys.path_hooks[:] = saved_hooks
-    sys.path_importer_cache.clear()
-    sys.path_importer_cache.update(saved_cache)
-    for name in set(sys.modules) - saved_modules:
-        del sys.modules[name]
 
 
 @pytest.fixture
@@ -181,6 +167,15 @@ def test_importlib_resources_work_in_memory(app_exe: Path) -> None:
     assert (
         importlib.resources.files("app.sub").joinpath("deep.py").read_text().startswith("from ..")
     )
+
+
+def test_inspect_and_reload_work_on_bundled_modules(app_exe: Path) -> None:
+    util = importlib.import_module("app.util")
+    assert inspect.getsource(util.greet) == 'def greet():\n    return "hello"\n'
+    assert inspect.getsourcefile(util) == under(app_exe, "app", "util.py")
+    reloaded = importlib.reload(util)
+    assert reloaded is util
+    assert reloaded.greet() == "hello"
 
 
 def test_pkgutil_lists_bundled_modules(app_exe: Path) -> None:

@@ -260,6 +260,25 @@ def test_an_executable_without_a_bundle_changes_nothing(
     assert result.stderr == ""
 
 
+@pytest.mark.usefixtures("clean_imports")
+def test_activate_in_process_ignores_what_is_not_a_bundle(
+    base_exe: bytes, make_exe: MakeExe, tmp_path: Path
+) -> None:
+    plain = tmp_path / "plain.exe"
+    plain.write_bytes(base_exe)
+    text = tmp_path / "notes.txt"
+    text.write_text("not a PE file")
+    hooks = list(sys.path_hooks)
+    for target in (plain, text, tmp_path / "missing.exe"):
+        embeddedimport.activate(str(target))
+        assert sys.path_hooks == hooks
+    # A bundle without a stored command is only installed: nothing runs, nothing exits.
+    exe = make_exe([("quiet_mod.py", b"VALUE = 5\n")], command=None)
+    embeddedimport.activate(str(exe))
+    assert __import__("quiet_mod").VALUE == 5
+    assert sys.path[0] == str(exe)
+
+
 def test_a_corrupt_bundle_stops_with_a_clear_message(
     hook_python: Path, make_exe: MakeExe, tmp_path: Path
 ) -> None:
