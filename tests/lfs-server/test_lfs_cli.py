@@ -178,29 +178,32 @@ def _wait_gone(pids: list[int], timeout: float = 20) -> bool:
 
 
 @pytest.mark.nginx
-def test_sigterm_stops_nginx_and_gunicorn() -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_nginx_and_gunicorn(signum: int) -> None:
     # Same entrypoint as the Dockerfile: `lfs-server serve` configured by LFS_* variables.
     srv = start_server(users=False)
     pids = [int((srv.data / "run" / name).read_text()) for name in ("nginx.pid", "gunicorn.pid")]
     assert all(_alive(p) for p in pids)
-    assert srv.stop() == 0
+    srv.proc.send_signal(signum)
+    assert srv.proc.wait(timeout=30) == 0
     assert _wait_gone(pids)
     assert "lfs-server: stopped" in (srv.data / "serve.log").read_text()
 
 
 @pytest.mark.nginx
-def test_crashed_child_is_reported_and_the_rest_stopped() -> None:
+@pytest.mark.parametrize(("victim", "other"), [("nginx", "gunicorn"), ("gunicorn", "nginx")])
+def test_crashed_child_is_reported_and_the_rest_stopped(victim: str, other: str) -> None:
     srv = start_server(users=False)
-    nginx_pid = int((srv.data / "run/nginx.pid").read_text())
-    gunicorn_pid = int((srv.data / "run/gunicorn.pid").read_text())
-    os.kill(nginx_pid, signal.SIGKILL)
+    victim_pid = int((srv.data / f"run/{victim}.pid").read_text())
+    other_pid = int((srv.data / f"run/{other}.pid").read_text())
+    os.kill(victim_pid, signal.SIGKILL)
     try:
         status = srv.proc.wait(timeout=30)
     finally:
         srv.stop()
     assert status == 1
-    assert "nginx exited unexpectedly" in (srv.data / "serve.log").read_text()
-    assert _wait_gone([gunicorn_pid])
+    assert f"{victim} exited unexpectedly" in (srv.data / "serve.log").read_text()
+    assert _wait_gone([other_pid])
 
 
 def test_no_nginx_dev_mode_roundtrip() -> None:

@@ -165,7 +165,9 @@ def authorize(repo: str, needed: str) -> str:
     if not svc.check_password(name, password):
         raise ApiError(401, f"wrong user name or password for {name!r}")
     g.user = name
-    user = svc.users().users[name]
+    user = svc.users().users.get(name)
+    if user is None:  # removed by the CLI a moment ago
+        raise ApiError(401, f"wrong user name or password for {name!r}")
     level = user.level_for(repo)
     if level_rank(level) >= level_rank(needed):
         return name
