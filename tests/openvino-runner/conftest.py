@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -108,3 +109,15 @@ def resnet18_onnx(tmp_path_factory: pytest.TempPathFactory, torch_modules: objec
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
+
+
+@pytest.fixture(scope="session")
+def rapidocr_model() -> Callable[[str], Path]:
+    """``rapidocr_model("ch_PP-OCRv4_det_infer.onnx")``: a PP-OCR model from the wheel."""
+    return lambda name: wheel_member(*RAPIDOCR, f"rapidocr_openvino/models/{name}")
+
+
+@pytest.fixture(scope="session")
+def silero_model() -> Callable[[str], Path]:
+    """``silero_model("silero_vad.onnx")``: a silero-vad model from the wheel."""
+    return lambda name: wheel_member(*SILERO, f"silero_vad/data/{name}")

@@ -181,7 +181,10 @@ def random_array(
     if np.issubdtype(dtype, np.integer):
         return rng.integers(0, 10, size=shape).astype(dtype)
     if np.issubdtype(dtype, np.floating):
-        return rng.random(size=shape, dtype=np.float32).astype(dtype)
+        values = rng.random(size=shape, dtype=np.float32).astype(dtype)
+        # Rounding to a narrower float (f16) can reach 1.0: keep the documented [0, 1).
+        below_one = np.nextafter(np.array(1, dtype), np.array(0, dtype))
+        return np.minimum(values, below_one)
     raise InputError(f"cannot make random data of dtype {dtype}; give the input as a file")
 
 

@@ -129,6 +129,11 @@ def _dims(partial_shape: Any) -> tuple[Dim, ...] | None:
     return tuple(dims)
 
 
+def _contiguous(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """C-contiguous *array*; unlike ``np.ascontiguousarray`` it keeps 0-d arrays 0-d."""
+    return array if array.flags.c_contiguous else array.copy(order="C")
+
+
 def _port_name(port: Any, index: int, kind: str) -> str:
     names = port.get_names()
     return str(port.get_any_name()) if names else f"{kind}{index}"
@@ -146,6 +151,7 @@ _FAILED_OP = re.compile(
     re.M | re.S,
 )
 _NODE = re.compile(r"<Node\((?P<op>[^)]*)\): (?P<node>[^>]*)>")
+_VALIDATING = re.compile(r"^While validating ONNX node '<[^>]*>':\s*")
 _NO_RULE = re.compile(r"No conversion rule found for operations: (?P<ops>.*)")
 
 
@@ -181,11 +187,10 @@ def conversion_failures(message: str, path: Path | None = None) -> list[tuple[st
     for match in _FAILED_OP.finditer(message):
         body = match.group("msg")
         node = _NODE.search(body)
-        lines = [ln.strip() for ln in body.splitlines() if ln.strip()]
-        reason = next(
-            (ln for ln in reversed(lines) if not ln.startswith(("At:", "/", "FrontEnd API"))),
-            lines[-1] if lines else "",
-        )
+        # A Python converter's error is followed by "At:" and a traceback: keep what precedes.
+        head = re.split(r"^\s*At:\s*$", body, maxsplit=1, flags=re.M)[0]
+        lines = [ln.strip() for ln in head.splitlines() if ln.strip()]
+        reason = _VALIDATING.sub("", lines[-1]).strip() if lines else ""
         failures.append(
             (
                 f"{match.group('op')} (opset {match.group('opset')})",
@@ -462,7 +467,7 @@ class Runner:
             self._request = self.compiled.create_infer_request()
         request = self._request
         try:
-            request.infer({name: np.ascontiguousarray(a) for name, a in feeds.items()})
+            request.infer({name: _contiguous(a) for name, a in feeds.items()})
         except RuntimeError as exc:
             reason = str(exc).strip().splitlines()[-1]
             raise InputError(f"OpenVINO rejected the inputs: {reason}") from None
@@ -506,7 +511,7 @@ class Runner:
             optimal = int(props.get("OPTIMAL_NUMBER_OF_INFER_REQUESTS", "1") or 1)
             requests = optimal if hint == "throughput" else 1
         ov = _openvino()
-        tensors = {n: ov.Tensor(np.ascontiguousarray(a)) for n, a in feeds.items()}
+        tensors = {n: ov.Tensor(_contiguous(a)) for n, a in feeds.items()}
         stop_at = float("inf") if time_s is None else time_s
         limit = iterations if iterations is not None else 2**62
 
