@@ -381,3 +381,41 @@ def test_stored_command_with_startup_only_option_is_reported(
     hook = run_hook(hook_python, exe, [], tmp_path)
     assert hook.returncode == 1
     assert "can only be given to the interpreter at start-up" in hook.stderr
+
+
+@pytest.mark.parametrize(
+    ("executable", "platform", "environ", "activates"),
+    [
+        (r"C:\Python311\python.exe", "win32", {}, False),
+        (r"C:\Python311\pythonw.exe", "win32", {}, False),
+        (r"C:\Python311\PYTHON3.11.EXE", "win32", {}, False),
+        (r"C:\Python311\python_d.exe", "win32", {}, False),
+        (r"C:\Python311\pythonw3_d.exe", "win32", {}, False),
+        (r"C:\Python311\app.exe", "win32", {}, True),
+        (r"C:\Python311\pythonic-app.exe", "win32", {}, True),
+        (r"C:\Python311\python-tool.exe", "win32", {}, True),
+        ("", "win32", {}, False),
+        ("/usr/bin/python3", "linux", {}, False),
+        ("/opt/app", "linux", {}, False),
+        ("/usr/bin/python3", "linux", {ENV_VAR: "app.exe"}, True),
+    ],
+)
+def test_pth_line_filters_before_importing_anything(
+    executable: str, platform: str, environ: dict[str, str], activates: bool
+) -> None:
+    """The shipped line, run with stand-ins for os, sys and embeddedimport."""
+    import ntpath
+    import types
+
+    calls: list[str] = []
+    fake_sys = types.SimpleNamespace(executable=executable, platform=platform)
+    fake_os = types.SimpleNamespace(environ=environ, path=ntpath)
+    fake_package = types.SimpleNamespace(activate=lambda: calls.append("activate"))
+    modules = {"os": fake_os, "sys": fake_sys, "embeddedimport": fake_package}
+
+    def fake_import(name: str, *args: object, **kwargs: object) -> object:
+        return modules[name]
+
+    namespace = {"__builtins__": {"__import__": fake_import}}
+    exec(SHIPPED_PTH.read_text(), namespace)
+    assert calls == (["activate"] if activates else [])
