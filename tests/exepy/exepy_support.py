@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import struct
 import subprocess
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,6 +76,44 @@ class Wine:
             out.read_bytes().decode("utf-8", "replace"),
             err.read_bytes().decode("utf-8", "replace"),
         )
+
+
+@contextlib.contextmanager
+def headless_wine(
+    prefix: Path, work: Path, wine: str = "wine", server: str = "wineserver"
+) -> Iterator[Wine]:
+    """A Wine prefix with a persistent wineserver (later starts take ~0.05 s), stopped after."""
+    env = {
+        **os.environ,
+        "WINEPREFIX": str(prefix),
+        "WINEDEBUG": "-all",
+        "WINEDLLOVERRIDES": "mscoree,mshtml=",
+        "DISPLAY": "",
+    }
+    prefix.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [server, "-p"],
+        env=env,
+        check=True,
+        timeout=60,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield Wine(wine, env, work)
+    finally:
+        subprocess.run([server, "-k"], env=env, check=False, timeout=60)
+
+
+def compile_harness(source: str, folder: Path, gcc: str = "x86_64-w64-mingw32-gcc") -> Path:
+    """Build harness/<source> with mingw as a Unicode console exe in *folder*."""
+    out = folder / (Path(source).stem + ".exe")
+    subprocess.run(
+        [gcc, "-municode", "-O2", "-Wall", "-Werror", "-o", str(out), str(HARNESS_DIR / source)],
+        check=True,
+        timeout=120,
+    )
+    return out
 
 
 @dataclass

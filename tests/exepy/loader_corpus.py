@@ -9,7 +9,6 @@ full run, minutes long. Needs wine, wineserver and x86_64-w64-mingw32-gcc.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
@@ -22,61 +21,18 @@ sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parent.parent)]
 from embeddedimport import bundle  # noqa: E402
 from exepy import corpus, image  # noqa: E402
 from exepy.editor import ResourceEditor  # noqa: E402
-from exepy_support import HARNESS_DIR, Harness, Wine, expected_dump  # noqa: E402
+from exepy_support import Harness, compile_harness, expected_dump, headless_wine  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
     paths = corpus.default_corpus([Path(p) for p in argv])
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="exepy-loader-") as tmp:
         work = Path(tmp)
-        exe = work / "resdump.exe"
-        subprocess.run(
-            ["x86_64-w64-mingw32-gcc", "-municode", "-O2", "-o", exe, HARNESS_DIR / "resdump.c"],
-            check=True,
-        )
-        (work / "prefix").mkdir()
-        env = {
-            **os.environ,
-            "WINEPREFIX": str(work / "prefix"),
-            "WINEDEBUG": "-all",
-            "WINEDLLOVERRIDES": "mscoree,mshtml=",
-            "DISPLAY": "",
-        }
-        server = "wineserver"
-        subprocess.run([server, "-p"], env=env, check=True, stdout=subprocess.DEVNULL)
-        harness = Harness(Wine("wine", env, work), exe)
-        started = time.perf_counter()
-        checked, failed, skipped, resources = 0, [], 0, 0
-        try:
-            for path in paths:
-                try:
-                    editor = ResourceEditor(path.read_bytes())
-                except image.PEError:
-                    skipped += 1
-                    continue
-                blob, command = corpus.sample_bundle(path)
-                editor.set(bundle.RT_RCDATA, bundle.BUNDLE_ID, blob)
-                editor.set(bundle.RT_RCDATA, bundle.COMMAND_ID, command)
-                out = work / ("out" + path.suffix)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    editor.save(out)
-                try:
-                    dump = harness.dump(out)
-                except (AssertionError, subprocess.TimeoutExpired) as exc:
-                    failed.append(f"{path}: resdump failed: {exc}")
-                    continue
-                expected = expected_dump(editor.resources)
-                checked += 1
-                resources += len(expected)
-                if dump.resources != expected:
-                    missing = set(expected) - set(dump.resources)
-                    wrong = {k for k in expected if k in dump.resources} - {
-                        k for k in expected if dump.resources.get(k) == expected[k]
-                    }
-                    failed.append(f"{path}: {len(missing)} missing, {len(wrong)} differ")
-        finally:
-            subprocess.run([server, "-k"], env=env, check=False)
+        exe = compile_harness("resdump.c", work)
+        with headless_wine(work / "prefix", work) as wine:
+            harness = Harness(wine, exe)
+            checked, failed, skipped, resources = check_all(paths, harness, work)
     for line in failed:
         print("FAIL", line)
     print(
@@ -85,6 +41,39 @@ def main(argv: list[str]) -> int:
         f"{time.perf_counter() - started:.0f} s"
     )
     return 1 if failed else 0
+
+
+def check_all(paths: list[Path], harness: Harness, work: Path) -> tuple[int, list[str], int, int]:
+    """(files checked, failure lines, files skipped as not PE, resources compared)."""
+    checked, failed, skipped, resources = 0, [], 0, 0
+    for path in paths:
+        try:
+            editor = ResourceEditor(path.read_bytes())
+        except image.PEError:
+            skipped += 1
+            continue
+        blob, command = corpus.sample_bundle(path)
+        editor.set(bundle.RT_RCDATA, bundle.BUNDLE_ID, blob)
+        editor.set(bundle.RT_RCDATA, bundle.COMMAND_ID, command)
+        out = work / ("out" + path.suffix)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            editor.save(out)
+        try:
+            dump = harness.dump(out)
+        except (AssertionError, subprocess.TimeoutExpired) as exc:
+            failed.append(f"{path}: resdump failed: {exc}")
+            continue
+        expected = expected_dump(editor.resources)
+        checked += 1
+        resources += len(expected)
+        if dump.resources != expected:
+            missing = set(expected) - set(dump.resources)
+            differ = {
+                k for k in expected if k in dump.resources and dump.resources[k] != expected[k]
+            }
+            failed.append(f"{path}: {len(missing)} missing, {len(differ)} differ")
+    return checked, failed, skipped, resources
 
 
 if __name__ == "__main__":
