@@ -42,7 +42,8 @@ def test_lower_and_check_commands(tmp_path: Path, capsys: pytest.CaptureFixture[
         require_module("openvino")
     except pytest.skip.Exception:
         return
-    assert "inference precision" in out and "max abs error onnxruntime vs OpenVINO, y:" in out
+    assert "inference precision f32" in out
+    assert "max abs error onnxruntime vs OpenVINO, y:" in out
 
 
 def test_check_explains_that_openvino_cannot_read_deform_conv(
