@@ -190,6 +190,26 @@ def make_git_env(root: Path, server_url: str, user: str) -> GitEnv:
     return g
 
 
+def push_lfs_repo(
+    g: GitEnv, root: Path, lfs_url: str, files: dict[str, bytes]
+) -> tuple[Path, Path]:
+    """Create a bare remote and a work tree tracking *.bin in LFS at *lfs_url*, commit
+    *files* and push; return (bare, work)."""
+    bare, work = root / "remote.git", root / "work"
+    g.git("init", "--bare", str(bare))
+    g.git("init", str(work))
+    g.git("lfs", "track", "*.bin", cwd=work)
+    (work / ".lfsconfig").write_text(f"[lfs]\n\turl = {lfs_url}\n")
+    for name, data in files.items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_bytes(data)
+    g.git("add", ".", cwd=work)
+    g.git("commit", "-m", "assets", cwd=work)
+    g.git("remote", "add", "origin", str(bare), cwd=work)
+    g.git("push", "origin", "main", cwd=work)
+    return bare, work
+
+
 def basic(user: str) -> dict[str, str]:
     token = base64.b64encode(f"{user}:{USERS[user][0]}".encode()).decode()
     return {"Authorization": f"Basic {token}"}

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from lfs_testlib import Server, SlowFirstPutRelay, make_git_env, start_server
+from lfs_testlib import Server, SlowFirstPutRelay, make_git_env, push_lfs_repo, start_server
 
 pytestmark = [pytest.mark.nginx, pytest.mark.gitlfs]
 
@@ -18,21 +18,9 @@ def sha(path: Path) -> str:
 
 def test_push_clone_pull_roundtrip(server: Server, tmp_path: Path) -> None:
     g = make_git_env(tmp_path, server.url, "alice")
-    bare = tmp_path / "remote.git"
-    g.git("init", "--bare", str(bare))
-    work = tmp_path / "work"
-    g.git("init", str(work))
-    g.git("lfs", "track", "*.bin", cwd=work)
-    (work / ".lfsconfig").write_text(f"[lfs]\n\turl = {server.lfs('team/game')}\n")
     files = {f"asset{i}.bin": os.urandom(50_000 + i * 7919) for i in range(4)}
-    (work / "sub").mkdir()
     files["sub/big.bin"] = os.urandom(3 << 20)
-    for name, data in files.items():
-        (work / name).write_bytes(data)
-    g.git("add", ".", cwd=work)
-    g.git("commit", "-m", "assets", cwd=work)
-    g.git("remote", "add", "origin", str(bare), cwd=work)
-    g.git("push", "origin", "main", cwd=work)
+    bare, _work = push_lfs_repo(g, tmp_path, server.lfs("team/game"), files)
 
     # Stored under the repo, verified, one per object.
     for data in files.values():
@@ -64,18 +52,8 @@ def test_expired_action_token_makes_client_ask_again(tmp_path: Path) -> None:
     try:
         url = f"http://127.0.0.1:{relay.port}"
         g = make_git_env(tmp_path, url, "alice")
-        bare = tmp_path / "remote.git"
-        g.git("init", "--bare", str(bare))
-        work = tmp_path / "work"
-        g.git("init", str(work))
-        g.git("lfs", "track", "*.bin", cwd=work)
-        (work / ".lfsconfig").write_text(f"[lfs]\n\turl = {url}/slow/net.git/info/lfs\n")
         data = os.urandom(100_000)
-        (work / "a.bin").write_bytes(data)
-        g.git("add", ".", cwd=work)
-        g.git("commit", "-m", "a", cwd=work)
-        g.git("remote", "add", "origin", str(bare), cwd=work)
-        g.git("push", "origin", "main", cwd=work)
+        push_lfs_repo(g, tmp_path, f"{url}/slow/net.git/info/lfs", {"a.bin": data})
         assert relay.delayed >= 2
         oid = hashlib.sha256(data).hexdigest()
         assert (

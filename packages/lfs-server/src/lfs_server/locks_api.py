@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Blueprint, Response, request
 
 from lfs_server.locks import LockExists
@@ -19,6 +21,16 @@ from lfs_server.web import (
 bp = Blueprint("locks", __name__)
 
 
+def _object_body(what: str) -> dict[str, Any]:
+    """The JSON body as an object; an empty body counts as `{}`."""
+    body = read_json()
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise ApiError(422, f"{what} must be a JSON object")
+    return body
+
+
 def _existing_repo(raw: str) -> str:
     repo = repo_from_path(raw)
     svc = services()
@@ -33,9 +45,7 @@ def _existing_repo(raw: str) -> str:
 def create_lock(repo: str) -> Response:
     """Lock a path for the caller: 201, or 409 with the lock that holds it."""
     repo = _existing_repo(repo)
-    body = read_json()
-    if not isinstance(body, dict):
-        raise ApiError(422, 'lock request must be a JSON object {"path": ...}')
+    body = _object_body('lock request (such as {"path": "art.psd"})')
     path = parse_lock_path(body.get("path"))
     ref = parse_ref(body.get("ref"))
     user = authorize(repo, "write")
@@ -78,11 +88,7 @@ def list_locks(repo: str) -> Response:
 def verify_locks(repo: str) -> Response:
     """Locks split into the caller's (`ours`) and everybody else's (`theirs`)."""
     repo = _existing_repo(repo)
-    body = read_json()
-    if body is None:
-        body = {}
-    if not isinstance(body, dict):
-        raise ApiError(422, "lock verification request must be a JSON object")
+    body = _object_body("lock verification request")
     limit = parse_limit(body.get("limit"))
     cursor = parse_cursor(body.get("cursor"))
     parse_ref(body.get("ref"))
@@ -102,11 +108,7 @@ def verify_locks(repo: str) -> Response:
 def unlock(repo: str, lock_id: str) -> Response:
     """Remove a lock: the owner may; others only with force and admin access."""
     repo = _existing_repo(repo)
-    body = read_json()
-    if body is None:
-        body = {}
-    if not isinstance(body, dict):
-        raise ApiError(422, 'unlock request must be a JSON object such as {"force": false}')
+    body = _object_body('unlock request (such as {"force": false})')
     force = body.get("force", False)
     if not isinstance(force, bool):
         raise ApiError(422, f"force must be true or false, got {force!r}")
