@@ -110,6 +110,18 @@ def test_tracebacks_show_bundled_file_line_and_source(app_exe: Path) -> None:
     assert "raise ValueError('from the bundle')" in text
 
 
+def test_import_time_errors_show_only_the_bundled_frames(
+    make_exe: MakeExe, clean_imports: None
+) -> None:
+    exe = make_exe([("explodes.py", b"x = 1\nraise ValueError('at import')\n")])
+    install(exe)
+    with pytest.raises(ValueError) as caught:
+        __import__("explodes")  # the import statement's path, where CPython trims frames
+    frames = traceback.extract_tb(caught.value.__traceback__)
+    assert [(f.filename, f.lineno) for f in frames[1:]] == [(under(exe, "explodes.py"), 2)]
+    assert frames[-1].line == "raise ValueError('at import')"
+
+
 def test_namespace_package_inside_the_bundle_and_across_the_filesystem(
     app_exe: Path, tmp_path: Path
 ) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib import _bootstrap_external  # frozen: already loaded, costs nothing
 from importlib.machinery import ModuleSpec
 
 from .bundle import BUNDLE_ID, COMMAND_ID, RT_RCDATA, BundleError, unpack_command, unpack_index
@@ -246,10 +247,10 @@ class EmbeddedImporter:
         """Use the default module creation."""
         return None
 
-    def exec_module(self, module: ModuleType) -> None:
-        """Run the module's code in its namespace."""
-        code = self.get_code(module.__spec__.name if module.__spec__ else module.__name__)
-        exec(code, module.__dict__)  # noqa: S102 - a loader executes module code
+    # CPython's own loaders' exec_module: get_code(), then exec through
+    # _call_with_frames_removed, so tracebacks and warnings skip the import machinery
+    # (with an exec_module of our own, its frame and importlib's would show).
+    exec_module = _bootstrap_external._LoaderBasics.exec_module  # type: ignore[attr-defined]
 
     def get_code(self, fullname: str) -> CodeType:
         """Compile the module's source with its ``<exe>/<name>`` path as the filename."""
