@@ -2,33 +2,23 @@
 
 The wheel installs ``embeddedimport.pth`` into site-packages; its one line calls
 :func:`embeddedimport.activate`, which checks ``sys.executable`` for resource 200 as
-cheaply as it can and only then imports this module. Here the bundle becomes
-importable and, if the exe carries
-a command line (resource 201), the application runs once ``site`` has finished (other
-``.pth`` files, ``sitecustomize`` and ``usercustomize`` included) and the process ends
-with the application's exit status: a stock CPython cannot be told to skip its own
-command-line handling, so the hook has to finish the process itself.
+cheaply as it can and only then imports this module. Here the bundle becomes importable
+and, if the exe carries a command line (resource 201), the application runs once ``site``
+has finished (other ``.pth`` files, ``sitecustomize`` and ``usercustomize`` included) and
+the process ends with the application's exit status: a stock CPython cannot be told to
+skip its own command-line handling, so the hook has to finish the process itself.
 """
-
-# ruff: noqa: PTH116
-# (os.path on purpose: bundle paths such as <exe>/pkg/mod.py are not filesystem paths, and
-# pathlib would add an import to every bundled start-up.)
 
 import os
 import sys
 
-from .pe import PEFormatError, find_resource
+TYPE_CHECKING = False  # not typing's: no typing import on the start-up path
 
-# Neither typing nor `from __future__ import annotations`: each import here is paid by
-# every interpreter start-up that checks for a bundle.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from types import FrameType
 
 __all__ = ["start"]
-
-_RT_RCDATA = 10
 
 
 def start(executable: str, data: bytes, argv: "Sequence[str] | None") -> None:
@@ -38,16 +28,13 @@ def start(executable: str, data: bytes, argv: "Sequence[str] | None") -> None:
     user's arguments) defaults to ``sys.orig_argv[1:]`` with one leading ``--`` removed
     (how a user passes arguments starting with ``-`` past CPython's own option parser).
     """
-    from .bundle import COMMAND_ID, BundleError, unpack_command
-    from .importer import Bundle, install
+    from .bundle import BundleError
+    from .importer import Bundle, BundleNotFoundError, install
 
     try:
-        stat = os.stat(executable)
-        command_data = find_resource(executable, _RT_RCDATA, COMMAND_ID)
-        command = unpack_command(command_data) if command_data is not None else None
-        bundle = Bundle(executable, data, command, (stat.st_mtime_ns, stat.st_size))
-    except (OSError, PEFormatError, BundleError) as exc:
-        _fatal(f"{executable}: cannot start the bundled application: {exc}")
+        bundle = Bundle.from_executable(executable, data)
+    except (BundleNotFoundError, BundleError) as exc:
+        _fatal(f"cannot start the bundled application: {exc}")
         return
     if bundle.command is None:
         # No stored command: the bundle is importable and CPython carries on as usual.

@@ -60,6 +60,7 @@ class Bundle:
         stamp: tuple[int, int] | None = None,
     ):
         self.executable = os.path.abspath(os.fspath(executable))
+        self._key = _key(self.executable)
         self.command = command
         self.stamp = stamp
         self._blob, self.files = unpack_index(data)
@@ -73,32 +74,39 @@ class Bundle:
         self._children: dict[str, list[str]] | None = None
 
     @classmethod
-    def from_executable(cls, executable: str | os.PathLike[str]) -> Bundle:
+    def from_executable(
+        cls, executable: str | os.PathLike[str], data: bytes | None = None
+    ) -> Bundle:
         """Read the bundle (and the stored command line, if any) of a PE file.
 
-        Raises :class:`BundleNotFoundError` if the file is not a PE image or has no
-        resource 200, and :class:`~embeddedimport.bundle.BundleError` if it is corrupt.
+        ``data`` is resource 200 when the caller has already read it. Raises
+        :class:`BundleNotFoundError` if the file is not a PE image or has no resource 200,
+        and :class:`~embeddedimport.bundle.BundleError` if a resource is corrupt.
         """
         path = os.fspath(executable)
         try:
             stat = os.stat(path)
-            resources = _bundle_resources(path)
+            if data is None:
+                data = find_resource(path, RT_RCDATA, BUNDLE_ID)
+            command_data = find_resource(path, RT_RCDATA, COMMAND_ID) if data else None
         except (OSError, PEFormatError) as exc:
             raise BundleNotFoundError(
                 f"cannot read a bundle from {path!r}: {exc}", path=path
             ) from None
-        data, command_data = resources
         if data is None:
             raise BundleNotFoundError(
                 f"{path!r} has no bundle: resource RT_RCDATA {BUNDLE_ID} is missing "
                 "(build the executable with exepy)",
                 path=path,
             )
-        command = unpack_command(command_data) if command_data is not None else None
         try:
+            command = unpack_command(command_data) if command_data is not None else None
             return cls(path, data, command, (stat.st_mtime_ns, stat.st_size))
         except BundleError as exc:
             raise BundleError(f"{path!r}: {exc}") from None
+
+    def __repr__(self) -> str:
+        return f"<Bundle {self.executable!r}: {len(self.files)} files>"
 
     def read(self, name: str) -> bytes:
         """Content of the file ``name`` (``/``-separated); ``KeyError`` if absent."""
@@ -126,7 +134,7 @@ class Bundle:
         text = os.fspath(path)
         if not isinstance(text, str):
             return None
-        exe = _key(self.executable)
+        exe = self._key
         key = _key(text)
         if key == exe:
             return ""
@@ -142,14 +150,6 @@ _SEPARATORS = "\\/"
 def _key(path: str) -> str:
     """Comparable form of a path: case-folded on Windows, unchanged elsewhere."""
     return os.path.normcase(path)
-
-
-def _bundle_resources(path: str) -> tuple[bytes | None, bytes | None]:
-    """Resources 200 and 201 (language-neutral preferred) with one pass over the tree."""
-    bundle = find_resource(path, RT_RCDATA, BUNDLE_ID)
-    if bundle is None:
-        return None, None
-    return bundle, find_resource(path, RT_RCDATA, COMMAND_ID)
 
 
 class EmbeddedImporter:
@@ -177,7 +177,7 @@ class EmbeddedImporter:
     # --- finder -------------------------------------------------------------------------
 
     def _lookup(self, fullname: str) -> tuple[str, bool] | None:
-        """(bundle name, is_package) for a module; a directory name for a namespace."""
+        """``(bundle name, is_package)`` of the module's source here, or ``None``."""
         base = self.prefix + fullname.rpartition(".")[2]
         files = self.bundle.files
         init = base + "/__init__.py"
