@@ -5,8 +5,9 @@ to the user's arguments and let CPython parse the result, with the bundle import
 from ``sys.path``. :func:`parse_command_line` reads such a command line (the subset of
 CPython's options that can still take effect in a running interpreter) and
 :func:`launch` installs the bundle, sets ``sys.argv``/``sys.path`` as CPython would,
-and runs ``__main__``. :func:`finish` turns an outcome into an exit status the way
-CPython's shutdown does, for the start-up hook, which must end the process itself.
+and runs ``__main__``. For the start-up hook, which must end the process itself,
+:func:`exit_status` turns the outcome into CPython's exit status and :func:`finish` shuts
+down the way CPython does.
 """
 
 # ruff: noqa: PTH100, PTH109, PTH119, PTH120
