@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import struct
 import subprocess
 import zlib
@@ -204,3 +205,62 @@ def ico(sizes: list[int]) -> bytes:
         out += struct.pack("<BBBBHHII", size % 256, size % 256, 0, 0, 1, 32, len(data), offset)
         offset += len(data)
     return bytes(out) + b"".join(images)
+
+
+@dataclass
+class Signer:
+    """Authenticode signing with osslsigncode and a throw-away self-signed certificate."""
+
+    tool: str
+    key: Path
+    cert: Path
+
+    @classmethod
+    def create(cls, folder: Path) -> Signer:
+        tool, openssl = shutil.which("osslsigncode"), shutil.which("openssl")
+        if not tool or not openssl:
+            pytest.skip("signing needs osslsigncode and openssl (apt-get install osslsigncode)")
+        key, cert = folder / "key.pem", folder / "cert.pem"
+        subprocess.run(
+            [
+                openssl,
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                str(key),
+                "-out",
+                str(cert),
+                "-days",
+                "2",
+                "-subj",
+                "/CN=exepy test",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        return cls(tool, key, cert)
+
+    def sign(self, source: Path, target: Path) -> None:
+        subprocess.run(
+            [
+                self.tool,
+                "sign",
+                "-certs",
+                str(self.cert),
+                "-key",
+                str(self.key),
+                "-in",
+                str(source),
+                "-out",
+                str(target),
+            ],
+            check=True,
+            capture_output=True,
+        )
+
+    def verify(self, path: Path) -> bool:
+        command = [self.tool, "verify", "-CAfile", str(self.cert), "-in", str(path)]
+        return subprocess.run(command, capture_output=True, check=False).returncode == 0

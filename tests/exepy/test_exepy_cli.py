@@ -19,7 +19,7 @@ from embeddedimport import pe as ei_pe
 from exepy import build
 from exepy.cli import main
 from exepy.corpus import pefile_resources
-from exepy_support import ico, launcher, png
+from exepy_support import Signer, ico, launcher, png
 
 
 @pytest.fixture
@@ -239,6 +239,17 @@ def test_existing_output_needs_force(project: Path, capsys: pytest.CaptureFixtur
     assert code == 1 and "--force" in err
     assert (project / "app.exe").read_bytes() == b"keep me"
     assert run_cli(["build", "app.exe", "app.py", "--base", "base.exe", "--force"], capsys)[0] == 0
+    assert bundled(project / "app.exe")[1] == ["-m", "app"]
+
+
+def test_signed_base_warns(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    signer = Signer.create(project)
+    signer.sign(project / "base.exe", project / "signed.exe")
+    code, _, err = run_cli(["build", "app.exe", "app.py", "--base", "signed.exe"], capsys)
+    assert code == 0
+    assert "exepy: warning:" in err and "Re-sign the output" in err
+    assert signer.verify(project / "signed.exe")
+    assert not signer.verify(project / "app.exe")
     assert bundled(project / "app.exe")[1] == ["-m", "app"]
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
 import struct
-import subprocess
 import warnings
 from pathlib import Path
 
@@ -13,7 +11,7 @@ import pytest
 from exepy import image, restree
 from exepy.corpus import pefile_resources, verify_rewrite, with_zip, zip_main
 from exepy.editor import PEError, ResourceEditor, SignatureRemovedWarning
-from exepy_support import launcher, wine_binary
+from exepy_support import Signer, launcher, wine_binary
 
 # (label, how to get the base): x86 PE32, x64 and ARM64 PE32+; .rsrc last (grows in place)
 # and .rsrc in the middle (moves to a new section).
@@ -271,43 +269,12 @@ def test_save_is_atomic_on_error(tmp_path: Path) -> None:
 
 
 def test_signed_input_loses_its_signature(tmp_path: Path) -> None:
-    osslsigncode = shutil.which("osslsigncode")
-    openssl = shutil.which("openssl")
-    if not osslsigncode or not openssl:
-        pytest.skip(
-            "osslsigncode and openssl are needed to sign a PE (apt-get install osslsigncode)"
-        )
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(
-        [
-            openssl,
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            key,
-            "-out",
-            cert,
-            "-days",
-            "2",
-            "-subj",
-            "/CN=exepy test",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    signer = Signer.create(tmp_path)
     signed = tmp_path / "signed.exe"
     zipped = tmp_path / "zipped.exe"
     zipped.write_bytes(with_zip(launcher("t64.exe").read_bytes()))
-    subprocess.run(
-        [osslsigncode, "sign", "-certs", cert, "-key", key, "-in", zipped, "-out", signed],
-        check=True,
-        capture_output=True,
-    )
-    verify = [osslsigncode, "verify", "-CAfile", cert, "-in"]
-    assert subprocess.run([*verify, signed], capture_output=True).returncode == 0
+    signer.sign(zipped, signed)
+    assert signer.verify(signed)
 
     # Force integrity set: Windows then refuses the image without a valid signature.
     data = bytearray(signed.read_bytes())
@@ -332,15 +299,10 @@ def test_signed_input_loses_its_signature(tmp_path: Path) -> None:
     assert verify_rewrite(bytes(data), output, editor.resources) == []
     unsigned = tmp_path / "unsigned.exe"
     unsigned.write_bytes(output)
-    assert subprocess.run([*verify, unsigned], capture_output=True).returncode != 0
+    assert not signer.verify(unsigned)
     # The output is a sound image to sign again.
-    resigned = tmp_path / "resigned.exe"
-    subprocess.run(
-        [osslsigncode, "sign", "-certs", cert, "-key", key, "-in", unsigned, "-out", resigned],
-        check=True,
-        capture_output=True,
-    )
-    assert subprocess.run([*verify, resigned], capture_output=True).returncode == 0
+    signer.sign(unsigned, tmp_path / "resigned.exe")
+    assert signer.verify(tmp_path / "resigned.exe")
 
 
 def test_warning_filter_does_not_hide_unsigned() -> None:
