@@ -133,3 +133,64 @@ def test_case_table_covers_every_parameter_value() -> None:
     assert {1, 3} <= seen("n")
     assert all(c.h != c.w for c in CASES)
     assert all(isinstance(c, Case) for c in CASES)
+
+
+def test_export_refuses_to_write_another_opset_than_asked() -> None:
+    import torch
+
+    auto = torch.export.Dim.AUTO
+    shapes = tuple({0: auto, 2: auto, 3: auto} for _ in CASE.input_names())
+    with pytest.raises(
+        ValueError, match=r"wrote opset 18, not the requested opset 13.*dynamo=False"
+    ):
+        export(CASE.torch_module(), CASE.example_args(), opset_version=13, dynamic_shapes=shapes)
+
+
+def test_lower_repairs_deform_conv_below_opset_19() -> None:
+    """What torch's dynamo exporter writes at opset 18 without a translation."""
+    model = CASE.onnx_deform_conv(18)
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(model, full_check=True)
+    lowered = lower_deform_conv(model)
+    onnx.checker.check_model(lowered, full_check=True)
+    assert lowered.opset_import[0].version == 18
+    assert "GridSample" in {n.op_type for n in lowered.graph.node}
+
+
+def test_lower_rewrites_deform_conv_inside_subgraphs() -> None:
+    import numpy as np
+    from dcn_support import ATOL, run_model
+    from deform_conv2d_onnx_exporter.lower import count_deform_conv
+
+    inner = CASE.onnx_deform_conv(19).graph
+    then_graph = helper.make_graph(list(inner.node), "then", [], list(inner.output))
+    relu = helper.make_node("Relu", ["y_else_in"], ["y"])
+    else_graph = helper.make_graph(
+        [*inner.node[:0], helper.make_node("Neg", ["y_then_copy"], ["y_else_in"]), relu],
+        "else",
+        [],
+        list(inner.output),
+    )
+    # else: -(DeformConv) through Relu, computed by its own DeformConv copy.
+    copy = onnx.NodeProto()
+    copy.CopyFrom(inner.node[0])
+    copy.output[0] = "y_then_copy"
+    copy.name = "dcn_else"
+    else_graph.node.insert(0, copy)
+    cond = helper.make_tensor_value_info("cond", onnx.TensorProto.BOOL, [])
+    node = helper.make_node("If", ["cond"], ["y"], then_branch=then_graph, else_branch=else_graph)
+    graph = helper.make_graph(
+        [node], "outer", [*inner.input, cond], list(inner.output), list(inner.initializer)
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    onnx.checker.check_model(model)
+    lowered = lower_deform_conv(model)
+    onnx.checker.check_model(lowered, full_check=True)
+    assert count_deform_conv(model) == 2
+    assert count_deform_conv(lowered) == 0
+    feeds = CASE.inputs()
+    want = CASE.reference(feeds)
+    got_then = run_model("onnxruntime", lowered, {**feeds, "cond": np.array(True)})
+    got_else = run_model("onnxruntime", lowered, {**feeds, "cond": np.array(False)})
+    assert float(np.abs(got_then - want).max()) <= ATOL
+    assert float(np.abs(got_else - np.maximum(-want, 0)).max()) <= ATOL

@@ -210,6 +210,17 @@ def export(
     if program is None:  # torch returns None only for dynamo=False
         raise RuntimeError("torch.onnx.export(dynamo=True) returned no ONNXProgram")
     proto = program.model_proto
+    written = next((e.version for e in proto.opset_import if e.domain in ("", "ai.onnx")), opset)
+    if written != opset:
+        # torch exports at opset 18 and converts down with onnx's version converter, which
+        # has no down-adapter for some operators (Shape below opset 15, for one). The model
+        # is valid but not at the opset asked for: say so instead of writing it.
+        raise ValueError(
+            f"the dynamo exporter wrote opset {written}, not the requested opset {opset} "
+            "(onnx's version converter could not convert the model down); use dynamo=False "
+            f"(the TorchScript exporter supports opsets {MIN_OPSET}-20) "
+            f"or opset_version >= {written}"
+        )
     if f is not None:
         onnx.save(proto, f)
     return proto

@@ -184,7 +184,9 @@ def lower_deform_conv(
         taken.update(i.name for i in graph.input)
 
     lowered = 0
-    for graph in list(_graphs(result.graph)):
+    # Children before parents: rebuilding a parent's node list copies its nodes, so a
+    # subgraph rewritten after its parent would be rewritten in a detached copy.
+    for graph in reversed(list(_graphs(result.graph))):
         new_nodes: list[onnx.NodeProto] = []
         for node in graph.node:
             if node.op_type != "DeformConv" or node.domain not in _DEFAULT_DOMAINS:
