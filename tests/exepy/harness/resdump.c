@@ -1,11 +1,11 @@
 /* resdump: list and hash a PE file's resources the way Windows' loader finds them.
  *
- *   resdump.exe TARGET OUT [TYPE NAME LANG]...
+ *   resdump.exe TARGET [OUT [TYPE NAME LANG]...]
  *
  * TARGET is loaded with LoadLibraryExW(LOAD_LIBRARY_AS_DATAFILE), or TARGET "--self" uses
  * this running program's own image. Every resource reached through EnumResourceTypesW /
  * EnumResourceNamesW / EnumResourceLanguagesW is looked up again with FindResourceExW and
- * written to OUT (UTF-8) as
+ * written to OUT (UTF-8; standard output when OUT is missing or "-") as
  *     RES <tab> type <tab> name <tab> lang <tab> size <tab> sha256
  * ids as "#123", names as stored. Each TYPE NAME LANG triple is then looked up directly
  * (strings passed to FindResourceExW as given, so "#10" is an id and names are matched the
@@ -13,6 +13,8 @@
  * Built by the tests with x86_64-w64-mingw32-gcc -municode; run under Wine.
  */
 #include <windows.h>
+#include <fcntl.h>
+#include <io.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <string.h>
@@ -124,11 +126,16 @@ static BOOL CALLBACK on_type(HMODULE module, LPWSTR type, LONG_PTR param) {
 int wmain(int argc, wchar_t **argv) {
     HMODULE module;
     int i;
-    if (argc < 3 || (argc - 3) % 3 != 0) {
-        fwprintf(stderr, L"usage: resdump TARGET|--self OUT [TYPE NAME LANG]...\n");
+    if (argc < 2 || (argc > 3 && (argc - 3) % 3 != 0)) {
+        fwprintf(stderr, L"usage: resdump TARGET|--self [OUT|- [TYPE NAME LANG]...]\n");
         return 2;
     }
-    out = _wfopen(argv[2], L"wb");
+    if (argc == 2 || wcscmp(argv[2], L"-") == 0) {
+        _setmode(_fileno(stdout), _O_BINARY);
+        out = stdout;
+    } else {
+        out = _wfopen(argv[2], L"wb");
+    }
     if (!out) {
         fwprintf(stderr, L"cannot open %ls\n", argv[2]);
         return 2;
