@@ -1,0 +1,39 @@
+"""The package README's example runs as written."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+README = Path(__file__).resolve().parents[2] / "packages" / "openvino-runner" / "README.md"
+
+pytestmark = pytest.mark.usefixtures("openvino_available")
+
+
+def blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", README.read_text(), re.S)
+
+
+def test_readme_example_runs(tmp_path: Path) -> None:
+    (shell,) = [b for b in blocks("bash") if "ov.save_model" in b]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    result = subprocess.run(
+        ["bash", "-euc", shell], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert "[?,3,32,32]" in result.stdout and "INFERENCE_PRECISION_HINT" in result.stdout
+    with np.load(tmp_path / "out.npz") as saved:
+        assert saved["features"].shape == (2, 8, 32, 32)
+    assert (tmp_path / "bench.json").is_file()
+    (api,) = [b for b in blocks("python") if "Runner(" in b]
+    result = subprocess.run(
+        [sys.executable, "-c", api], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert "[2,3,32,32]" in result.stdout
