@@ -84,26 +84,45 @@ def torch_modules() -> tuple[object, object]:
     return require_module("torch"), require_module("torchvision")
 
 
+ExportOnnx = Callable[..., Path]
+
+
 @pytest.fixture(scope="session")
-def resnet18_onnx(tmp_path_factory: pytest.TempPathFactory, torch_modules: object) -> Path:
-    """torchvision resnet18 with seeded random weights, exported by the dynamo exporter."""
+def export_onnx(tmp_path_factory: pytest.TempPathFactory, torch_modules: object) -> ExportOnnx:
+    """``export_onnx(module, example_shape, name, input, output)``: the dynamo exporter's
+    ONNX file (one file, no external data) of *module* in eval mode."""
+
+    def export(
+        module: object, shape: tuple[int, ...], name: str, input_name: str, output_name: str
+    ) -> Path:
+        import torch
+
+        path = tmp_path_factory.mktemp(name) / f"{name}.onnx"
+        torch.onnx.export(
+            module.eval(),  # type: ignore[attr-defined]
+            (torch.randn(*shape),),
+            str(path),
+            dynamo=True,
+            input_names=[input_name],
+            output_names=[output_name],
+            external_data=False,
+            verbose=False,
+        )
+        return path
+
+    return export
+
+
+@pytest.fixture(scope="session")
+def resnet18_onnx(export_onnx: ExportOnnx) -> Path:
+    """torchvision resnet18 with seeded random weights."""
     import torch
     import torchvision
 
     torch.manual_seed(0)
-    model = torchvision.models.resnet18().eval()
-    path = tmp_path_factory.mktemp("resnet18") / "resnet18.onnx"
-    torch.onnx.export(
-        model,
-        (torch.randn(1, 3, 224, 224),),
-        str(path),
-        dynamo=True,
-        input_names=["image"],
-        output_names=["logits"],
-        external_data=False,
-        verbose=False,
+    return export_onnx(
+        torchvision.models.resnet18(), (1, 3, 224, 224), "resnet18", "image", "logits"
     )
-    return path
 
 
 @pytest.fixture

@@ -230,3 +230,56 @@ def test_bad_option_values(capsys: pytest.CaptureFixture[str], model: Path) -> N
     assert "positive integer" in capsys.readouterr().err
     code, _, err = cli(capsys, "run", model, "--shape", "a=1,four")
     assert code == 2 and "comma-separated integers" in err
+
+
+def test_op_without_conversion_rule_names_the_node(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from onnx import TensorProto, helper
+    from openvino_runner import ConversionError, Runner
+
+    node = helper.make_node("Shrink", ["x"], ["y"], name="my_shrink")
+    node.op_type = "Shrinkle"  # no such op: OpenVINO has no rule for it
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    path = tmp_path / "odd.onnx"
+    path.write_bytes(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    )
+    with pytest.raises(ConversionError) as exc:
+        Runner(path).info()
+    assert exc.value.failures == [
+        ("Shrinkle (opset 17)", "my_shrink", "OpenVINO has no conversion rule for this op")
+    ]
+    code, _, err = cli(capsys, "run", path)
+    assert code == 2 and "op Shrinkle (opset 17) at node 'my_shrink'" in err
+
+
+def test_compare_needs_onnxruntime_and_onnx(
+    capsys: pytest.CaptureFixture[str], model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails as if not installed
+    code, _, err = cli(capsys, "compare", model)
+    assert code == 2 and "pip install 'openvino-runner[onnxruntime]'" in err
+    monkeypatch.undo()
+    import openvino as ov
+
+    xml = tmp_path / "m.xml"
+    ov.save_model(ov.Core().read_model(str(model)), str(xml))
+    code, _, err = cli(capsys, "compare", xml)
+    assert code == 2 and "needs an .onnx model" in err
+
+
+def test_benchmark_reports_progress(model: Path) -> None:
+    from openvino_runner import Runner
+
+    calls: list[tuple[int, float]] = []
+    result = Runner(model, shapes={"a": [1, 4], "b": [1, 4]}).benchmark(
+        iterations=50, progress=lambda done, elapsed: calls.append((done, elapsed))
+    )
+    assert calls and calls[-1][0] == 50 == result.iterations
+    assert [c[0] for c in calls] == sorted(c[0] for c in calls)

@@ -7,6 +7,7 @@ DeformConv2d module with torch's dynamo exporter and runs it through the CLI.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -171,7 +172,7 @@ def test_three_d_deform_conv_is_refused_clearly(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def dynamo_deform_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def dynamo_deform_model(export_onnx: Callable[..., Path]) -> Path:
     """A torchvision DeformConv2d block exported by torch.onnx.export(dynamo=True)."""
     import torch
     import torchvision
@@ -187,18 +188,7 @@ def dynamo_deform_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
             return self.deform(x, self.offset(x) * 4, torch.sigmoid(self.mask(x)))
 
     torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("deform") / "deform_block.onnx"
-    torch.onnx.export(
-        Block().eval(),
-        (torch.randn(1, 4, 12, 12),),
-        str(path),
-        dynamo=True,
-        input_names=["x"],
-        output_names=["y"],
-        external_data=False,
-        verbose=False,
-    )
-    return path
+    return export_onnx(Block(), (1, 4, 12, 12), "deform_block", "x", "y")
 
 
 def test_dynamo_exported_deform_conv_via_cli(
