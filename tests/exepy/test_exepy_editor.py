@@ -12,6 +12,8 @@ from exepy import image, restree
 from exepy.corpus import pefile_resources, verify_rewrite, with_zip, zip_main
 from exepy.editor import PEError, ResourceEditor, SignatureRemovedWarning
 from exepy_support import Signer, launcher, wine_binary
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 # (label, how to get the base): x86 PE32, x64 and ARM64 PE32+; .rsrc last (grows in place)
 # and .rsrc in the middle (moves to a new section).
@@ -311,3 +313,31 @@ def test_warning_filter_does_not_hide_unsigned() -> None:
         editor = ResourceEditor(launcher("t64.exe").read_bytes())
         editor.set(10, 200, b"x")
         editor.to_bytes()  # no warning for an unsigned input
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(["t32.exe", "t64.exe", "t64-arm.exe", "w64.exe"]),
+    zipped=st.booleans(),
+    edits=st.dictionaries(
+        st.tuples(
+            st.one_of(st.integers(1, 30), st.sampled_from(["DATA", "Extra", "Ünï"])),
+            st.one_of(st.integers(0, 400), st.sampled_from(["A", "main", "zz-top"])),
+            st.sampled_from([0, 1033, 1041]),
+        ),
+        st.binary(max_size=3000),
+        max_size=12,
+    ),
+    drop_first=st.booleans(),
+)
+def test_random_edits_stay_sound(
+    name: str, zipped: bool, edits: dict[tuple, bytes], drop_first: bool
+) -> None:
+    assume(edits or drop_first)  # no edit: the input comes back as it was (tested above)
+    original = launcher(name).read_bytes()
+    if zipped:
+        original = with_zip(original)
+    removals = [next(iter(ResourceEditor(original).resources))] if drop_first else []
+    output = edit_and_check(original, edits, removals)
+    if zipped:
+        assert zip_main(output) == zip_main(original)
