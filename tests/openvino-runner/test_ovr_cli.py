@@ -110,6 +110,8 @@ def test_info_lists_ports_and_ops(
     assert [p["name"] for p in data["inputs"]] == ["a", "b"]
     assert [p["name"] for p in data["outputs"]] == ["y", "z"]
     assert data["op_counts"]["Relu"] == 1
+    assert data["source_op_counts"] == {"Add": 1, "Cast": 1, "Mul": 1, "Relu": 1}
+    assert "ONNX ops in the file (4)" in out and "OpenVINO ops after conversion" in out
     assert data["inputs"][1]["element_type"] == "i64"
 
 

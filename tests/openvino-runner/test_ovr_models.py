@@ -75,7 +75,7 @@ def test_resnet18_compare_passes_in_f32(
     report = tmp_path / "compare.json"
     code, out, _ = cli(capsys, "compare", resnet18_onnx, "--json", report)
     assert code == 0, out
-    assert "precision: f32 (asked: f32)" in out and "the default" in out
+    assert "precision: f32 (asked: f32)" in out and "for parity" in out
     assert "PASS logits" in out and "top-1 agree 100%" in out
     data = json.loads(report.read_text())
     (logits,) = data["outputs"]

@@ -235,8 +235,13 @@ def cmd_info(args: argparse.Namespace) -> int:
                 else ""
             )
             print(f"  {p.name:<32} {p.element_type:<6} {p.shape}{extra}")
+    if info.source_op_counts is not None:
+        total = sum(info.source_op_counts.values())
+        print(f"ONNX ops in the file ({total}):")
+        for op, count in info.source_op_counts.items():
+            print(f"  {op:<32} {count}")
     total = sum(info.op_counts.values())
-    print(f"ops ({total}):")
+    print(f"OpenVINO ops after conversion ({total}):" if info.converted else f"ops ({total}):")
     for op, count in info.op_counts.items():
         print(f"  {op:<32} {count}")
     if info.custom_conversions:
@@ -300,7 +305,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         rtol=args.rtol,
         top_k=args.top_k,
     )
-    default = " (the default: bf16 or f16 would not match)" if args.precision == "f32" else ""
+    default = (
+        " (openvino-runner's default, for parity; OpenVINO alone picks bf16 on AMX CPUs)"
+        if args.precision == "f32"
+        else ""
+    )
     print(
         f"OpenVINO {args.device} vs {report.reference}; OpenVINO {_precision_note(runner)}{default}"
     )

@@ -71,6 +71,7 @@ class ModelInfo:
     outputs: tuple[PortInfo, ...]
     op_counts: dict[str, int]
     custom_conversions: dict[str, int] = field(default_factory=dict)
+    source_op_counts: dict[str, int] | None = None  # ONNX ops, when the onnx package exists
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dictionary."""
@@ -129,6 +130,11 @@ def _dims(partial_shape: Any) -> tuple[Dim, ...] | None:
     return tuple(dims)
 
 
+def _blobs(folder: Path) -> set[str]:
+    """Compiled-model blobs in OpenVINO's cache folder (other files do not count)."""
+    return {p.name for p in folder.glob("*.blob")}
+
+
 def _contiguous(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """C-contiguous *array*; unlike ``np.ascontiguousarray`` it keeps 0-d arrays 0-d."""
     return array if array.flags.c_contiguous else array.copy(order="C")
@@ -155,24 +161,26 @@ _VALIDATING = re.compile(r"^While validating ONNX node '<[^>]*>':\s*")
 _NO_RULE = re.compile(r"No conversion rule found for operations: (?P<ops>.*)")
 
 
-def _onnx_nodes_of(path: Path, op_type: str) -> list[str]:
-    """Names (or first outputs) of the ONNX nodes of *op_type*, when the onnx package exists."""
+def onnx_nodes(path: Path) -> list[tuple[str, str]] | None:
+    """``(op_type, node name or first output)`` of every ONNX node, subgraphs included.
+
+    ``None`` when the optional ``onnx`` package is missing or cannot parse *path*.
+    """
     try:
         import onnx
     except ImportError:
-        return []
+        return None
     try:
         model = onnx.load(str(path), load_external_data=False)
-    except Exception:  # the error we are reporting matters more than this lookup
-        return []
-    found: list[str] = []
+    except Exception:  # only extra detail for a report: never worth failing over
+        return None
+    found: list[tuple[str, str]] = []
 
     def walk(graph: Any) -> None:
         for node in graph.node:
-            if node.op_type == op_type:
-                found.append(node.name or (node.output[0] if node.output else "?"))
+            found.append((node.op_type, node.name or (node.output[0] if node.output else "?")))
             for attr in node.attribute:
-                if attr.g is not None and attr.HasField("g"):
+                if attr.HasField("g"):
                     walk(attr.g)
                 for sub in attr.graphs:
                     walk(sub)
@@ -202,7 +210,8 @@ def conversion_failures(message: str, path: Path | None = None) -> list[tuple[st
     if rule:
         for item in rule.group("ops").split(","):
             op, _, opset = item.strip().rpartition("-")
-            nodes = _onnx_nodes_of(path, op) if path is not None else []
+            every = (onnx_nodes(path) if path is not None else None) or []
+            nodes = [name for op_type, name in every if op_type == op]
             failures.append(
                 (
                     f"{op} (opset {opset})",
@@ -228,6 +237,17 @@ def _conversion_error(path: Path, exc: Exception) -> RunnerError:
         )
     tail = text.strip().splitlines()[-1] if text.strip() else type(exc).__name__
     return ConversionError(f"OpenVINO cannot read {path}: {tail}")
+
+
+def _by_count(counts: Counter[str]) -> dict[str, int]:
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _source_op_counts(path: Path) -> dict[str, int] | None:
+    if path.suffix.lower() != ".onnx":
+        return None
+    nodes = onnx_nodes(path)
+    return None if nodes is None else _by_count(Counter(op for op, _ in nodes))
 
 
 class Runner:
@@ -367,8 +387,9 @@ class Runner:
             converted=converted,
             inputs=ports(model.inputs, "input"),
             outputs=ports(model.outputs, "output"),
-            op_counts=dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+            op_counts=_by_count(counts),
             custom_conversions=dict(self._custom),
+            source_op_counts=_source_op_counts(self.path),
         )
 
     def input_specs(self) -> list[InputSpec]:
@@ -410,7 +431,7 @@ class Runner:
             before: set[str] = set()
             if self.cache_dir is not None:
                 self.cache_dir.mkdir(parents=True, exist_ok=True)
-                before = {p.name for p in self.cache_dir.iterdir()}
+                before = _blobs(self.cache_dir)
                 self.core.set_property({"CACHE_DIR": str(self.cache_dir)})
             started = time.perf_counter()
             try:
@@ -423,8 +444,8 @@ class Runner:
                 ) from None
             self.compile_time_s = time.perf_counter() - started
             if self.cache_dir is not None:
-                after = {p.name for p in self.cache_dir.iterdir()}
-                self.cache_hit = bool(before) and not (after - before)
+                # A hit reads a blob that is there; a miss writes a new one.
+                self.cache_hit = bool(before) and not (_blobs(self.cache_dir) - before)
         return self._compiled
 
     def properties(self) -> dict[str, str]:
