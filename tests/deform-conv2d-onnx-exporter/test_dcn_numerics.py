@@ -32,7 +32,7 @@ def test_lower_deform_conv(case: Case, opset: int, variant: str | None, runtime:
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_ids(CASES))
-@pytest.mark.parametrize("opset", [12, 17])
+@pytest.mark.parametrize("opset", [12, 15, 16, 20])
 def test_torchscript_exporter(case: Case, opset: int, runtime: str) -> None:
     model = torchscript_export(case, opset)
     check_valid(model)
@@ -41,8 +41,10 @@ def test_torchscript_exporter(case: Case, opset: int, runtime: str) -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_ids(CASES))
-def test_dynamo_exporter(case: Case, runtime: str) -> None:
-    model = dynamo_export(case, 20)
+@pytest.mark.parametrize("opset", [18, 20])
+def test_dynamo_exporter(case: Case, opset: int, runtime: str) -> None:
+    model = dynamo_export(case, opset)
     check_valid(model)
+    assert model.opset_import[0].version == opset
     assert "GridSample" in {n.op_type for n in model.graph.node}
     assert_matches_torchvision(case, runtime, model)
