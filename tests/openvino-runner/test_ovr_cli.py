@@ -285,3 +285,18 @@ def test_benchmark_reports_progress(model: Path) -> None:
     )
     assert calls and calls[-1][0] == 50 == result.iterations
     assert [c[0] for c in calls] == sorted(c[0] for c in calls)
+
+
+def test_progress_bar_follows_iterations_and_time(capsys: pytest.CaptureFixture[str]) -> None:
+    from openvino_runner.cli import _Progress
+
+    by_count = _Progress(total=20, seconds=None)
+    for done in (5, 12, 20):
+        by_count(done, done / 10)
+    assert by_count.bar.n == 20
+    by_count.close()
+    by_time = _Progress(total=None, seconds=2.0)
+    by_time(100, 0.5)
+    by_time(900, 2.3)  # the last call may overshoot the time limit a little
+    assert by_time.bar.n == 2.0
+    by_time.close()

@@ -210,7 +210,10 @@ def _image(args: argparse.Namespace) -> ImageOptions:
 
 def _write_json(path: str | None, data: dict[str, Any]) -> None:
     if path:
-        Path(path).write_text(json.dumps(data, indent=2, default=str) + "\n")
+        target = Path(path)
+        partial = target.with_name(target.name + ".partial")
+        partial.write_text(json.dumps(data, indent=2, default=str) + "\n")
+        partial.replace(target)  # never leave a half-written report behind
         print(f"report written to {path}")
 
 
@@ -368,6 +371,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             requests=args.requests,
             inputs=_inputs(args),
             seed=args.seed,
+            image=_image(args),
             progress=progress,
         )
     finally:

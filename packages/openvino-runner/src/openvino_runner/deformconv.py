@@ -16,6 +16,7 @@ needed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 ONNX_OP_TYPE = "DeformConv"
@@ -85,8 +86,10 @@ def convert_deform_conv(node: Any) -> list[Any]:
     return [out.output(0)]
 
 
-def deform_conv_extension() -> Any:
+def deform_conv_extension(on_convert: Callable[[], None] | None = None) -> Any:
     """Return an OpenVINO ONNX-frontend extension that converts ONNX ``DeformConv``.
+
+    *on_convert*, if given, is called once per converted node (``Runner`` counts them).
 
     Register it on a ``openvino.Core`` before reading an ONNX model::
 
@@ -98,4 +101,12 @@ def deform_conv_extension() -> Any:
     """
     from openvino.frontend.onnx import ConversionExtension
 
-    return ConversionExtension(ONNX_OP_TYPE, convert_deform_conv)
+    if on_convert is None:
+        return ConversionExtension(ONNX_OP_TYPE, convert_deform_conv)
+
+    def convert(node: Any) -> list[Any]:
+        outputs = convert_deform_conv(node)
+        on_convert()
+        return outputs
+
+    return ConversionExtension(ONNX_OP_TYPE, convert)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from openvino_runner.deformconv import ONNX_OP_TYPE, convert_deform_conv
+from openvino_runner.deformconv import ONNX_OP_TYPE, deform_conv_extension
 from openvino_runner.errors import ConversionError, InputError, ModelFileError, RunnerError
 from openvino_runner.inputs import Dim, Feeds, ImageOptions, InputSpec, prepare_inputs
 
@@ -309,16 +309,13 @@ class Runner:
     def core(self) -> Any:
         """The ``openvino.Core`` (created on first use, with the DeformConv extension)."""
         if self._core is None:
-            ov = _openvino()
-            from openvino.frontend.onnx import ConversionExtension
+            core = _openvino().Core()
+            counts = self._custom
 
-            core = ov.Core()
+            def converted() -> None:
+                counts[f"{ONNX_OP_TYPE} -> DeformableConvolution"] += 1
 
-            def convert(node: Any) -> list[Any]:
-                self._custom[f"{ONNX_OP_TYPE} -> DeformableConvolution"] += 1
-                return convert_deform_conv(node)
-
-            core.add_extension(ConversionExtension(ONNX_OP_TYPE, convert))
+            core.add_extension(deform_conv_extension(converted))
             self._core = core
         return self._core
 
@@ -506,6 +503,7 @@ class Runner:
         requests: int | None = None,
         inputs: Feeds | None = None,
         seed: int = 0,
+        image: ImageOptions | None = None,
         progress: Callable[[int, float], None] | None = None,
     ) -> BenchmarkResult:
         """Measure latency and throughput.
@@ -524,7 +522,7 @@ class Runner:
             raise RunnerError(f"requests must be at least 1, got {requests}")
         if iterations is None and time_s is None:
             time_s = 10.0
-        feeds = self.prepare(inputs, seed=seed)
+        feeds = self.prepare(inputs, seed=seed, image=image)
         compiled = self.compiled
         props = self.properties()
         hint = self.hint or props.get("PERFORMANCE_HINT", "").lower() or "latency"
