@@ -39,6 +39,8 @@ SYSTEM_PACKAGES = {
     "wine": "wine",
     "gcc-mingw-w64-x86-64": "x86_64-w64-mingw32-gcc",
     "binutils-mingw-w64-x86-64": "x86_64-w64-mingw32-objdump",
+    "osslsigncode": "osslsigncode",  # real Authenticode signatures for exepy's tests
+    "openssl": "openssl",
 }
 # Where `wine64` lives on Debian when it is not on PATH.
 EXTRA_PATH = ["/usr/lib/wine", "/usr/sbin"]

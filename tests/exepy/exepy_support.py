@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import struct
 import subprocess
 import zlib
@@ -217,9 +216,8 @@ class Signer:
 
     @classmethod
     def create(cls, folder: Path) -> Signer:
-        tool, openssl = shutil.which("osslsigncode"), shutil.which("openssl")
-        if not tool or not openssl:
-            pytest.skip("signing needs osslsigncode and openssl (apt-get install osslsigncode)")
+        tool = require_command("osslsigncode", "osslsigncode")
+        openssl = require_command("openssl", "openssl")
         key, cert = folder / "key.pem", folder / "cert.pem"
         subprocess.run(
             [
