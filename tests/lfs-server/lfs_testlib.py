@@ -65,6 +65,10 @@ class Server:
     data: Path
     proc: subprocess.Popen[str]
     env: dict[str, str]
+    log: Path | None = None
+
+    def log_text(self) -> str:
+        return (self.log or self.data / "serve.log").read_text(errors="replace")
 
     def lfs(self, repo: str) -> str:
         return f"{self.url}/{repo}.git/info/lfs"
@@ -89,8 +93,14 @@ def start_server(
     extra_env: dict[str, str] | None = None,
     no_nginx: bool = False,
     users: bool = True,
+    log: Path | None = None,
+    port: int | None = None,
 ) -> Server:
-    """Start `lfs-server serve` and wait for it to answer /healthz."""
+    """Start `lfs-server serve` and wait for it to answer /healthz.
+
+    *log* (default DATA/serve.log) receives serve's output; *port* reuses an address,
+    as a restarted server does.
+    """
     if not no_nginx:
         require_command("nginx")
     data = data or make_data_dir()
@@ -103,21 +113,21 @@ def start_server(
                 args += ["--grant", grant]
             result = cli(*args, data=data, stdin=password + "\n", env=env)
             assert result.returncode == 0, result.stderr
-    port = free_port()
+    port = port or free_port()
     # Configured through LFS_* variables, as the Dockerfile does, via the console script.
     env.update({"LFS_DATA_DIR": str(data), "LFS_LISTEN": f"127.0.0.1:{port}", "LFS_WORKERS": "2"})
     cmd = [str(Path(sys.executable).parent / "lfs-server"), "serve"]
     if no_nginx:
         cmd.append("--no-nginx")
-    log = open(data / "serve.log", "w")  # noqa: SIM115 (closed with the process)
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
-    server = Server(f"http://127.0.0.1:{port}", data, proc, env)
+    log_path = log or data / "serve.log"
+    log_file = open(log_path, "a")  # noqa: SIM115 (closed with the process)
+    proc = subprocess.Popen(cmd, env=env, stdout=log_file, stderr=subprocess.STDOUT, text=True)
+    log_file.close()
+    server = Server(f"http://127.0.0.1:{port}", data, proc, env, log_path)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(
-                f"lfs-server exited with {proc.returncode}:\n{(data / 'serve.log').read_text()}"
-            )
+            raise AssertionError(f"lfs-server exited with {proc.returncode}:\n{server.log_text()}")
         try:
             if requests.get(f"{server.url}/healthz", timeout=2).status_code == 200:
                 return server
@@ -125,7 +135,7 @@ def start_server(
             pass
         time.sleep(0.1)
     server.stop()
-    raise AssertionError(f"lfs-server did not start:\n{(data / 'serve.log').read_text()}")
+    raise AssertionError(f"lfs-server did not start:\n{server.log_text()}")
 
 
 @dataclasses.dataclass

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import sqlite3
 import sys
 import time
 import uuid
@@ -12,11 +14,11 @@ from werkzeug.exceptions import HTTPException
 
 from lfs_server import batch_api, locks_api, ops_api, transfer_api
 from lfs_server.config import Config
-from lfs_server.locks import LockDB
+from lfs_server.locks import LockDB, classify_db_error
 from lfs_server.storage import Store
 from lfs_server.tokens import TokenSigner, load_or_create_key, proxy_secret
 from lfs_server.validation import ApiError
-from lfs_server.web import Services, error_response
+from lfs_server.web import Services, error_response, insufficient_storage
 
 ACCESS_LOGGER = "lfs_server.access"
 
@@ -32,7 +34,7 @@ def create_app(config: Config) -> Flask:
         config=config,
         store=Store(config.repos_dir, config.tmp_dir),
         signer=TokenSigner(key),
-        locks=LockDB(config.locks_path),
+        locks=LockDB(config.locks_path, busy_timeout=config.db_busy_timeout),
         proxy_secret=proxy_secret(key),
     )
     for blueprint in (batch_api.bp, transfer_api.bp, locks_api.bp, ops_api.bp):
@@ -79,6 +81,27 @@ def _install_hooks(app: Flask) -> None:
         if status == 405 and allowed:
             response.headers["Allow"] = ", ".join(allowed)
         return response
+
+    @app.errorhandler(OSError)
+    def _os_error(exc: OSError) -> Response:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return insufficient_storage()
+        return _crash(exc)
+
+    @app.errorhandler(sqlite3.Error)
+    def _db_error(exc: sqlite3.Error) -> Response:
+        kind = classify_db_error(exc, app.extensions["lfs"].locks.path)
+        if kind == "busy":
+            response = error_response(
+                503,
+                "the lock database is busy (another writer holds it); nothing was changed,"
+                " retry in a moment",
+            )
+            response.headers["Retry-After"] = "1"
+            return response
+        if kind == "full":
+            return insufficient_storage()
+        return _crash(exc)
 
     @app.errorhandler(Exception)
     def _crash(exc: Exception) -> Response:

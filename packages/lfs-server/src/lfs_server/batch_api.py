@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from typing import Any
 
@@ -33,7 +34,28 @@ def batch(repo: str) -> Response:
     expires_at = int(time.time()) + svc.config.token_ttl
     base = base_url(repo)
     objects = [_answer(spec, repo, user, upload, base, expires_at) for spec in request_body.objects]
+    if upload:
+        _check_free_space(objects)
     return lfs_response({"transfer": "basic", "objects": objects, "hash_algo": HASH_ALGO})
+
+
+def _check_free_space(objects: list[dict[str, Any]]) -> None:
+    """507 for the whole batch when the uploads it asks for cannot fit on the store's disk.
+
+    Only an early answer: concurrent uploads share the space, so nginx (which writes the
+    bodies) still answers 507 when a write fails for lack of space.
+    """
+    needed = sum(int(obj["size"]) for obj in objects if "upload" in obj.get("actions", {}))
+    if not needed:
+        return
+    free = shutil.disk_usage(services().store.tmp_dir).free
+    if needed > free:
+        raise ApiError(
+            507,
+            f"insufficient storage: the upload needs {needed} bytes but the server's disk has"
+            f" {free} bytes free; nothing was stored, retry when the administrator has"
+            " freed space",
+        )
 
 
 def _answer(

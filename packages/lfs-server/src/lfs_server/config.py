@@ -29,6 +29,12 @@ ENV_VARS: tuple[tuple[str, str, str, str], ...] = (
     ("LFS_MAX_BATCH_OBJECTS", "max_batch_objects", "int", "objects per batch request (more: 413)"),
     ("LFS_MAX_OBJECT_SIZE", "max_object_size", "int", "largest object in bytes (0: no limit)"),
     ("LFS_TOKEN_TTL", "token_ttl", "int", "seconds an action token stays valid"),
+    (
+        "LFS_DB_BUSY_TIMEOUT",
+        "db_busy_timeout",
+        "int",
+        "seconds a request waits for the locks database before a 503",
+    ),
     ("LFS_BODY_MODE", "body_mode", "str", "'nginx' (bodies through nginx) or 'stream' (Flask)"),
     ("LFS_USERS_FILE", "users_file", "path", "users and permissions (default DATA/users.json)"),
     ("LFS_LOCKS_DB", "locks_db", "path", "SQLite file for locks (default DATA/locks.sqlite3)"),
@@ -62,6 +68,7 @@ class Config:
     max_batch_objects: int = 1000
     max_object_size: int = 0
     token_ttl: int = 3600
+    db_busy_timeout: int = 10
     body_mode: str = "nginx"
     users_file: Path | None = None
     locks_db: Path | None = None
@@ -71,7 +78,7 @@ class Config:
     def __post_init__(self) -> None:
         if self.body_mode not in ("nginx", "stream"):
             raise ConfigError(f"LFS_BODY_MODE must be 'nginx' or 'stream', got {self.body_mode!r}")
-        for name in ("workers", "max_batch_objects", "token_ttl"):
+        for name in ("workers", "max_batch_objects", "token_ttl", "db_busy_timeout"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.max_object_size < 0:

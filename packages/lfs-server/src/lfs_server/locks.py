@@ -10,7 +10,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import os
+import shutil
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,25 +64,82 @@ class LockExists(Exception):
         self.lock = lock
 
 
-class LockDB:
-    """Locks and counters in the SQLite file at *path*."""
+# Counters are best effort: a request never waits long for /metrics bookkeeping.
+_COUNTER_TIMEOUT = 0.25
 
-    def __init__(self, path: Path) -> None:
+
+# Below this much free space an SQLite I/O error is taken for a full disk: SQLite reports
+# a full tmpfs as SQLITE_IOERR_SHMSIZE or _WRITE rather than SQLITE_FULL.
+_NEARLY_FULL = 1 << 20
+
+
+def classify_db_error(exc: sqlite3.Error, db_path: Path) -> str | None:
+    """'busy' (another writer holds the database), 'full' (no disk space) or None."""
+    name = getattr(exc, "sqlite_errorname", "")
+    text = str(exc).lower()
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "database is locked" in text:
+        return "busy"
+    if name.startswith("SQLITE_FULL") or "disk is full" in text:
+        return "full"
+    if name.startswith("SQLITE_IOERR") or "disk i/o error" in text:
+        with contextlib.suppress(OSError):
+            if shutil.disk_usage(db_path.parent).free < _NEARLY_FULL:
+                return "full"
+    return None
+
+
+class LockDB:
+    """Locks and counters in the SQLite file at *path*.
+
+    A writer waits up to *busy_timeout* seconds for another writer (another worker, or an
+    operator's `sqlite3` shell) before `sqlite3.OperationalError("database is locked")`,
+    which the app answers 503 with Retry-After. Every change is one transaction, so a
+    failure leaves the database as it was.
+    """
+
+    def __init__(self, path: Path, busy_timeout: float = 10.0) -> None:
         self.path = path
+        self.busy_timeout = busy_timeout
+        self._local = threading.local()
         path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as conn:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(_SCHEMA)
 
-    @contextlib.contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-        try:
-            conn.execute("PRAGMA busy_timeout=10000")
+    def _connection(self) -> sqlite3.Connection:
+        # One connection per thread and process, kept open: while any stays open SQLite
+        # keeps the WAL and its shared-memory index, so reads go on working on a full
+        # disk (a new connection would have to create them first).
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None or self._local.pid != os.getpid():
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
             conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn, self._local.pid = conn, os.getpid()
+        return conn
+
+    @contextlib.contextmanager
+    def _connect(self, timeout: float | None = None) -> Iterator[sqlite3.Connection]:
+        conn = self._connection()
+        wait = self.busy_timeout if timeout is None else timeout
+        try:
+            conn.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
             yield conn
-        finally:
+        except BaseException:
+            # Never leave a transaction open on a connection that outlives the request.
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    conn.close()
+                    self._local.conn = None
+            raise
+
+    def close(self) -> None:
+        """Close this thread's connection (it reopens on the next use)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
             conn.close()
+            self._local.conn = None
 
     @staticmethod
     def _row(row: tuple[int, str, str, str, str]) -> Lock:
@@ -148,7 +208,7 @@ class LockDB:
     # Counters for /metrics: shared by all gunicorn workers through the same file.
     def add_counters(self, increments: list[tuple[str, str, float]]) -> None:
         """Add each (name, labels, amount) to its counter."""
-        with self._connect() as conn:
+        with self._connect(min(self.busy_timeout, _COUNTER_TIMEOUT)) as conn:
             conn.executemany(
                 "INSERT INTO counters (name, labels, value) VALUES (?, ?, ?) "
                 "ON CONFLICT (name, labels) DO UPDATE SET value = value + excluded.value",

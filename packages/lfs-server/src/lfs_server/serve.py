@@ -34,6 +34,24 @@ def prepare(config: Config) -> bytes:
     return load_or_create_key(config.key_path)
 
 
+def remove_stale_uploads(config: Config) -> list[Path]:
+    """Delete upload bodies a killed nginx or gunicorn left behind; return what was removed.
+
+    nginx deletes a body file when its request ends, and the app deletes its own temp
+    files, but a SIGKILL skips both. Called before the children start, so no request can
+    be using them.
+    """
+    removed = []
+    candidates = list(config.tmp_dir.glob("upload-*"))
+    if config.body_dir.is_dir():
+        candidates += list(config.body_dir.iterdir())
+    for path in candidates:
+        if path.is_symlink() or path.is_file():
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
 def check_worker_access(config: Config) -> None:
     """As root, nginx workers run as 'nobody': they must be able to enter the data dir."""
     if os.geteuid() != 0:
@@ -120,6 +138,13 @@ class Supervisor:
         """Start gunicorn (and nginx) and wait until they accept connections."""
         config = self.config
         key = prepare(config)
+        stale = remove_stale_uploads(config)
+        if stale:
+            print(
+                f"lfs-server: removed {len(stale)} unfinished upload(s) left by an earlier crash",
+                file=self.out,
+                flush=True,
+            )
         host, port = parse_listen(config.listen)
         env = {**os.environ, **config.to_env()}
         if self.use_nginx:

@@ -89,7 +89,9 @@ def _publish_nginx_body(repo: str, oid: str, size: int) -> None:
     body_file = request.headers.get(BODY_FILE_HEADER, "")
     if not body_file:
         # nginx writes no file for an empty body; only the empty object can have one.
-        with tempfile.NamedTemporaryFile(dir=svc.store.tmp_dir, delete=False) as empty:
+        with tempfile.NamedTemporaryFile(
+            prefix="upload-", dir=svc.store.tmp_dir, delete=False
+        ) as empty:
             path = Path(empty.name)
         try:
             svc.store.publish(path, repo, oid, size)

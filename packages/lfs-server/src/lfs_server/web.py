@@ -99,6 +99,16 @@ def error_response(status: int, message: str, **extra: Any) -> Response:
     return lfs_response(body, status, headers)
 
 
+def insufficient_storage(detail: str = "") -> Response:
+    """507: the store's disk is full; nothing was stored or changed."""
+    return error_response(
+        507,
+        "insufficient storage: the server's disk is full"
+        + (f" ({detail})" if detail else "")
+        + "; nothing was stored, retry when the administrator has freed space",
+    )
+
+
 def request_id() -> str:
     """The id of this request (nginx's $request_id when it came through nginx)."""
     rid: str | None = g.get("request_id")
