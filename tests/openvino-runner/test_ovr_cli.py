@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -300,3 +301,13 @@ def test_progress_bar_follows_iterations_and_time(capsys: pytest.CaptureFixture[
     by_time(900, 2.3)  # the last call may overshoot the time limit a little
     assert by_time.bar.n == 2.0
     by_time.close()
+
+
+@pytest.mark.parametrize(("flag", "asked"), [("bf16", "bf16"), ("default", "device default")])
+def test_precision_asked_and_effective_are_reported(
+    capsys: pytest.CaptureFixture[str], model: Path, flag: str, asked: str
+) -> None:
+    code, out, _ = cli(capsys, "run", model, "--precision", flag)
+    assert code == 0
+    # what OpenVINO chose depends on the CPU (bf16 with AMX, f32 without): it is printed
+    assert re.search(rf"precision: (f32|bf16|f16) \(asked: {asked}\)", out), out
