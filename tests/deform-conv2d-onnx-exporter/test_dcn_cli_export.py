@@ -183,3 +183,35 @@ def test_offsets_from_a_strided_slice_run_at_another_size(dynamo: bool, runtime:
     got = run_model(runtime, model, {"x": x.numpy()})
     assert got.shape == want.shape
     assert float(abs(got - want).max()) <= ATOL
+
+
+def test_columns_auto_follows_the_static_output_size() -> None:
+    from deform_conv2d_onnx_exporter.graph import MATMUL_MAX_PIXELS, columns_for_output_size
+
+    assert columns_for_output_size("auto", None) == "conv"
+    assert columns_for_output_size("auto", (64, None)) == "conv"
+    assert columns_for_output_size("auto", (64, MATMUL_MAX_PIXELS // 64)) == "matmul"
+    assert columns_for_output_size("auto", (64, MATMUL_MAX_PIXELS // 64 + 1)) == "conv"
+    assert columns_for_output_size("conv", (2, 2)) == "conv"
+    with pytest.raises(ValueError, match=r"columns must be 'auto', 'conv' or 'matmul', got 'gemm'"):
+        columns_for_output_size("gemm", None)
+
+
+@pytest.mark.parametrize("dynamo", [True, False], ids=["dynamo", "torchscript"])
+def test_static_export_uses_matmul_for_small_outputs(dynamo: bool, runtime: str) -> None:
+    from deform_conv2d_onnx_exporter import export
+
+    case = CASES[2]
+    model = export(
+        case.torch_module(),
+        case.example_args(),
+        opset_version=17,
+        decompose=True,
+        dynamo=dynamo,
+        input_names=case.input_names(),
+    )
+    check_valid(model)
+    assert "MatMul" in {n.op_type for n in model.graph.node}
+    feeds = case.inputs(seed=3)
+    got = run_model(runtime, model, feeds)
+    assert float(abs(got - case.reference(feeds)).max()) <= ATOL

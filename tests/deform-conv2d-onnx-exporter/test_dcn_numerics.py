@@ -17,17 +17,16 @@ from deform_conv2d_onnx_exporter import lower_deform_conv
 
 @pytest.mark.parametrize("case", CASES, ids=case_ids(CASES))
 @pytest.mark.parametrize(
-    ("opset", "variant"),
-    [(19, None), (22, None), (13, None)],
-    ids=["gridsample-19", "gridsample-22", "gathernd-13"],
+    ("opset", "columns"),
+    [(19, "conv"), (22, "matmul"), (16, "matmul"), (13, "conv")],
+    ids=["gridsample-19-conv", "gridsample-22-matmul", "gridsample-16-matmul", "gathernd-13-conv"],
 )
-def test_lower_deform_conv(case: Case, opset: int, variant: str | None, runtime: str) -> None:
-    lowered = lower_deform_conv(
-        case.onnx_deform_conv(19 if opset < 19 else opset), opset, variant=variant
-    )
+def test_lower_deform_conv(case: Case, opset: int, columns: str, runtime: str) -> None:
+    lowered = lower_deform_conv(case.onnx_deform_conv(max(opset, 19)), opset, columns=columns)
     check_valid(lowered)
     ops = {n.op_type for n in lowered.graph.node}
     assert ("GridSample" in ops) == (opset >= 16)
+    assert ("MatMul" in ops) == (columns == "matmul")
     assert_matches_torchvision(case, runtime, lowered)
 
 

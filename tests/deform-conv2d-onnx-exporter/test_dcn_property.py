@@ -56,6 +56,7 @@ def test_random_configurations(case: Case, runtime: str) -> None:
     models = {
         "lower-gridsample": lower_deform_conv(case.onnx_deform_conv(19), 19),
         "lower-gathernd": lower_deform_conv(case.onnx_deform_conv(19), 13),
+        "lower-matmul": lower_deform_conv(case.onnx_deform_conv(19), 17, columns="matmul"),
         "torchscript-17": torchscript_export(case, 17),
         "dynamo-20": dynamo_export(case, 20),
     }

@@ -45,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="default-domain opset of the result (>= 12; default: keep the model's)",
     )
     lower.add_argument(
+        "--columns",
+        choices=["auto", "conv", "matmul"],
+        default="auto",
+        help="how the sampled columns meet the weight (default: by the offset's static size)",
+    )
+    lower.add_argument(
         "--variant",
         choices=["gridsample", "gathernd"],
         default=None,
@@ -84,7 +90,7 @@ def _lower(args: argparse.Namespace) -> int:
         print(f"error: cannot read ONNX model {args.input!r}: {exc}", file=sys.stderr)
         return 2
     try:
-        result = lower_deform_conv(model, args.opset, variant=args.variant)
+        result = lower_deform_conv(model, args.opset, variant=args.variant, columns=args.columns)
         onnx.checker.check_model(result, full_check=True)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -23,6 +23,7 @@ from deform_conv2d_onnx_exporter.graph import (
     DeformConvSpec,
     build_deform_conv,
     check_opset,
+    columns_for_output_size,
 )
 
 #: torch 2.14's dynamo exporter default opset.
@@ -61,13 +62,23 @@ def _static_kernel(weight: Any) -> tuple[int, int]:
     return int(dims[2]), int(dims[3])
 
 
-def make_deform_conv2d_translation(opset: int = DEFAULT_OPSET) -> Callable[..., Any]:
+def _static_hw(value: Any) -> tuple[int | None, int | None] | None:
+    dims = list(getattr(value, "shape", None) or [])
+    if len(dims) != 4:
+        return None
+    return tuple(d if isinstance(d, int) else None for d in dims[2:])  # type: ignore[return-value]
+
+
+def make_deform_conv2d_translation(
+    opset: int = DEFAULT_OPSET, columns: str = "auto"
+) -> Callable[..., Any]:
     """Return a translation of ``torchvision::deform_conv2d`` emitting operators valid at *opset*.
 
     Use it as ``custom_translation_table={torch.ops.torchvision.deform_conv2d.default: fn}``
     with ``torch.onnx.export(..., dynamo=True, opset_version=opset)``.
     """
     check_opset(opset)
+    columns_for_output_size(columns, None)  # reject a bad value now, not at export time
 
     def torchvision_deform_conv2d(
         input: Any,
@@ -99,6 +110,7 @@ def make_deform_conv2d_translation(opset: int = DEFAULT_OPSET) -> Callable[..., 
             has_mask=bool(use_mask),
             has_bias=bias is not None,
             dtype=dtype,
+            columns=columns_for_output_size(columns, _static_hw(offset)),
         )
         return build_deform_conv(
             OnnxscriptEmitter(opset),
@@ -125,6 +137,7 @@ def export(
     *,
     opset_version: int | None = None,
     decompose: bool | None = None,
+    columns: str = "auto",
     dynamic_shapes: Any = None,
     dynamo: bool = True,
     input_names: Sequence[str] | None = None,
@@ -142,6 +155,8 @@ def export(
         decompose: ``True`` always writes standard operators (GridSample at opset >= 16,
             GatherND at 12-15); ``False`` requires opset >= 19 and writes native
             ``DeformConv``; ``None`` picks native at opset >= 19 and decomposes below.
+        columns: ``"conv"``, ``"matmul"`` or ``"auto"`` for the decomposition's final
+            product (see :func:`~deform_conv2d_onnx_exporter.graph.columns_for_output_size`).
         dynamic_shapes: passed to the dynamo exporter.
         dynamo: ``False`` uses the TorchScript exporter, which has no native
             ``DeformConv``: it always decomposes (pass *dynamic_axes* there).
@@ -172,7 +187,7 @@ def export(
             )
         from deform_conv2d_onnx_exporter.torchscript import register_deform_conv2d_onnx_op
 
-        register_deform_conv2d_onnx_op()
+        register_deform_conv2d_onnx_op(columns=columns)
         buffer = io.BytesIO()
         torch.onnx.export(
             model,
@@ -193,7 +208,8 @@ def export(
     table = dict(kwargs.pop("custom_translation_table", None) or {})
     if not native:
         table.setdefault(
-            torch.ops.torchvision.deform_conv2d.default, make_deform_conv2d_translation(opset)
+            torch.ops.torchvision.deform_conv2d.default,
+            make_deform_conv2d_translation(opset, columns),
         )
     program = torch.onnx.export(
         model,

@@ -9,7 +9,12 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from deform_conv2d_onnx_exporter.graph import DeformConvSpec, build_deform_conv, check_opset
+from deform_conv2d_onnx_exporter.graph import (
+    DeformConvSpec,
+    build_deform_conv,
+    check_opset,
+    columns_for_output_size,
+)
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -105,7 +110,16 @@ def _static_shape(type_proto: onnx.TypeProto | None) -> list[int] | None:
     return dims
 
 
-def _spec_for(node: onnx.NodeProto, types: dict[str, onnx.TypeProto]) -> DeformConvSpec:
+def _static_hw(type_proto: onnx.TypeProto | None) -> tuple[int | None, int | None] | None:
+    shape = _static_shape(type_proto)
+    if shape is None or len(shape) != 4:
+        return None
+    return tuple(d if d > 0 else None for d in shape[2:])  # type: ignore[return-value]
+
+
+def _spec_for(
+    node: onnx.NodeProto, types: dict[str, onnx.TypeProto], columns: str = "auto"
+) -> DeformConvSpec:
     label = f"DeformConv node {node.name or '(unnamed)'!r}"
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     inputs = list(node.input) + [""] * (5 - len(node.input))
@@ -143,13 +157,18 @@ def _spec_for(node: onnx.NodeProto, types: dict[str, onnx.TypeProto]) -> DeformC
             has_mask=bool(mask_name),
             has_bias=bool(bias_name),
             dtype=dtype,
+            columns=columns_for_output_size(columns, _static_hw(types.get(offset_name))),
         )
     except ValueError as exc:
         raise LoweringError(f"{label}: {exc}") from exc
 
 
 def lower_deform_conv(
-    model: onnx.ModelProto, opset: int | None = None, *, variant: str | None = None
+    model: onnx.ModelProto,
+    opset: int | None = None,
+    *,
+    variant: str | None = None,
+    columns: str = "auto",
 ) -> onnx.ModelProto:
     """Return a copy of *model* with every ONNX ``DeformConv`` node replaced by standard operators.
 
@@ -163,6 +182,9 @@ def lower_deform_conv(
             ``onnx.version_converter``. Must be >= 12.
         variant: ``"gridsample"`` (opset >= 16, default there) or ``"gathernd"`` (default
             at opsets 12-15).
+        columns: ``"conv"`` (grouped 1x1 Conv) or ``"matmul"`` for the product of the
+            sampled columns and the weight; ``"auto"`` picks from the offset's static size
+            (see :func:`~deform_conv2d_onnx_exporter.graph.columns_for_output_size`).
 
     Raises:
         LoweringError: a node cannot be rewritten (unknown kernel shape, 3-D, ...).
@@ -192,7 +214,7 @@ def lower_deform_conv(
             if node.op_type != "DeformConv" or node.domain not in _DEFAULT_DOMAINS:
                 new_nodes.append(node)
                 continue
-            spec = _spec_for(node, types)
+            spec = _spec_for(node, types, columns)
             inputs = list(node.input) + [""] * (5 - len(node.input))
             emitter = NodeListEmitter(node.name or f"DeformConv_{lowered}", taken)
             out = build_deform_conv(

@@ -16,6 +16,7 @@ from deform_conv2d_onnx_exporter.graph import (
     DeformConvSpec,
     build_deform_conv,
     check_opset,
+    columns_for_output_size,
 )
 
 _SYMBOLIC_NAME = "torchvision::deform_conv2d"
@@ -61,11 +62,19 @@ class TorchScriptEmitter:
         return self.g.op("Constant", value_t=torch.from_numpy(np.array(value)))
 
 
+def _static_hw(helper: Any, value: Any) -> tuple[int | None, int | None] | None:
+    sizes = helper._get_tensor_sizes(value)
+    if sizes is None or len(sizes) != 4:
+        return None
+    return tuple(s if isinstance(s, int) else None for s in sizes[2:])  # type: ignore[return-value]
+
+
 def _current_opset() -> int:
     return int(_torchscript_module("_globals").GLOBALS.export_onnx_opset_version)
 
 
 def _deform_conv2d_symbolic(
+    columns: str,
     g: Any,
     input: Any,
     weight: Any,
@@ -105,6 +114,7 @@ def _deform_conv2d_symbolic(
             has_mask=bool(use_mask),
             has_bias=True,
             dtype=np.dtype(_SCALAR_DTYPES.get(scalar or "Float", np.float32)),
+            columns=columns_for_output_size(columns, _static_hw(helper, offset)),
         )
     except ValueError as exc:
         raise ExportError(f"cannot export torchvision::deform_conv2d: {exc}") from exc
@@ -115,7 +125,7 @@ def _deform_conv2d_symbolic(
 
 
 def register_deform_conv2d_onnx_op(
-    use_gathernd: bool = True, enable_openvino_patch: bool = False
+    use_gathernd: bool = True, enable_openvino_patch: bool = False, *, columns: str = "auto"
 ) -> None:
     """Register the ONNX symbolic for ``torchvision::deform_conv2d`` (TorchScript exporter).
 
@@ -128,14 +138,19 @@ def register_deform_conv2d_onnx_op(
             the alternative). Both values produce the same graph.
         enable_openvino_patch: kept for compatibility with 1.2.0 (a workaround for
             OpenVINO 2021.4); the graph needs no patch, so it has no effect.
+        columns: ``"conv"``, ``"matmul"`` or ``"auto"`` (by the export-time output size;
+            see :func:`~deform_conv2d_onnx_exporter.graph.columns_for_output_size`).
     """
     del use_gathernd, enable_openvino_patch  # accepted for source compatibility only
+    columns_for_output_size(columns, None)  # reject a bad value now, not at export time
+    import functools
+
     import torch
 
     helper = _torchscript_module("symbolic_helper")
     symbolic = helper.parse_args(
         "v", "v", "v", "v", "v", "i", "i", "i", "i", "i", "i", "i", "i", "b"
-    )(_deform_conv2d_symbolic)
+    )(functools.partial(_deform_conv2d_symbolic, columns))
     torch.onnx.register_custom_op_symbolic(_SYMBOLIC_NAME, symbolic, MIN_OPSET)
 
 
