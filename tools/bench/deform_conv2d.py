@@ -8,7 +8,9 @@ read the ratios, not the absolute times). For each configuration it prints the m
 of:
 
 * torchvision's CPU op (``torchvision.ops.deform_conv2d``),
-* onnxruntime on our decomposed graph (dynamo exporter, ``decompose=True``, opset 20),
+* onnxruntime on our decomposed graph (dynamo exporter, ``decompose=True``, opset 20), exported
+  with static shapes (``columns="auto"`` then picks MatMul for outputs up to 4096 pixels) and
+  with dynamic batch/height/width (1x1 Conv),
 * onnxruntime on native ``DeformConv`` (dynamo exporter, opset 20),
 * onnxruntime on the graph of the original ``deform_conv2d_onnx_exporter`` 1.2.0,
 * OpenVINO (``INFERENCE_PRECISION_HINT=f32``) on our graph and on the 1.2.0 graph,
@@ -212,15 +214,24 @@ def export_baseline(baseline: Path, cfg: Config, out: Path) -> bytes | None:
     return out.read_bytes()
 
 
-def export_ours(module: Any, inputs: dict[str, np.ndarray], decompose: bool) -> Any:
+def export_ours(
+    module: Any, inputs: dict[str, np.ndarray], decompose: bool, dynamic: bool = False
+) -> Any:
     import torch
     from deform_conv2d_onnx_exporter import export
 
     args = tuple(torch.from_numpy(inputs[k]) for k in ("x", "offset", "mask"))
+    auto = torch.export.Dim.AUTO
+    shapes = tuple({0: auto, 2: auto, 3: auto} for _ in args) if dynamic else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return export(
-            module, args, opset_version=20, decompose=decompose, input_names=["x", "offset", "mask"]
+            module,
+            args,
+            opset_version=20,
+            decompose=decompose,
+            dynamic_shapes=shapes,
+            input_names=["x", "offset", "mask"],
         )
 
 
@@ -242,6 +253,7 @@ def bench_config(
         reference = module(*torch_args).numpy()
 
     ours = export_ours(module, inputs, decompose=True)
+    ours_dynamic = export_ours(module, inputs, decompose=True, dynamic=True)
     native = export_ours(module, inputs, decompose=False)
     onnx.checker.check_model(ours, full_check=True)
     old_path = workdir / f"old_{cfg.name}.onnx"
@@ -255,6 +267,9 @@ def bench_config(
     runners: dict[str, Callable[[], Any]] = {"torchvision CPU op": torchvision_op}
     session = ort_session(ours_bytes)
     runners["onnxruntime, our graph"] = lambda: session.run(None, inputs)[0]
+    dyn_bytes = ours_dynamic.SerializeToString()
+    dyn_session = ort_session(dyn_bytes)
+    runners["onnxruntime, our graph, dynamic N/H/W"] = lambda: dyn_session.run(None, inputs)[0]
     native_session = ort_session(native.SerializeToString())
     runners["onnxruntime, native DeformConv"] = lambda: native_session.run(None, inputs)[0]
     if old_bytes is not None:
@@ -268,6 +283,8 @@ def bench_config(
     if ov is not None:
         compiled = ov_compile(ours_bytes)
         runners["OpenVINO f32, our graph"] = lambda: compiled(inputs)[compiled.output(0)]
+        dyn_ov = ov_compile(dyn_bytes)
+        runners["OpenVINO f32, our graph, dynamic N/H/W"] = lambda: dyn_ov(inputs)[dyn_ov.output(0)]
         if old_bytes is not None:
             old_ov = ov_compile(old_bytes)
             runners["OpenVINO f32, 1.2.0 graph"] = lambda: old_ov(inputs)[old_ov.output(0)]
@@ -288,6 +305,7 @@ def bench_config(
             f"  max|err| vs torchvision {errors[label]:.2e}"
         )
     print(f"  nodes, our graph:   {op_counts(ours)}")
+    print(f"  nodes, our graph, dynamic N/H/W: {op_counts(ours_dynamic)}")
     if old_bytes is not None:
         print(f"  nodes, 1.2.0 graph: {op_counts(onnx.load_from_string(old_bytes))}")
     shares = profile_shares(ours_bytes, inputs, max(3, repeats // 2))
