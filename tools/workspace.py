@@ -199,21 +199,26 @@ def _editable_points_here(py: Path) -> bool:
     return out[: len(expected)] == expected
 
 
-def _prune_old_envs(keep: Path, limit: int = 2) -> None:
-    """Keep the newest *limit* environments: each one holds ~6 GB of torch."""
-    envs = sorted(
-        (p for p in keep.parent.iterdir() if p.is_dir() and p != keep),
-        key=lambda p: p.stat().st_mtime,
-        reverse=True,
-    )
-    for old in envs[limit - 1 :]:
+def _prune_old_envs(keep: Path, max_age_days: float = 2.0) -> None:
+    """Remove environments no run has used for *max_age_days*: each holds ~6 GB of torch.
+
+    Age, not count: several clones (or branches) on one machine each keep their own.
+    """
+    (keep / ".last-used").touch()
+    cutoff = time.time() - max_age_days * 86400
+    for old in keep.parent.iterdir():
+        if not old.is_dir() or old == keep:
+            continue
+        stamp = old / ".last-used" if (old / ".last-used").exists() else old
+        if stamp.stat().st_mtime > cutoff:
+            continue
         lock_path = old.parent / f"{old.name}.lock"
         with open(lock_path, "w") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue  # in use by another run
-            log(f"removing old environment {old}")
+            log(f"removing environment {old} (unused for {max_age_days:g} days)")
             shutil.rmtree(old, ignore_errors=True)
         lock_path.unlink(missing_ok=True)
 
