@@ -215,3 +215,47 @@ def test_static_export_uses_matmul_for_small_outputs(dynamo: bool, runtime: str)
     feeds = case.inputs(seed=3)
     got = run_model(runtime, model, feeds)
     assert float(abs(got - case.reference(feeds)).max()) <= ATOL
+
+
+@pytest.mark.parametrize("dynamo", [True, False], ids=["dynamo", "torchscript"])
+def test_gathernd_variant_on_request_at_any_opset(dynamo: bool, runtime: str) -> None:
+    from deform_conv2d_onnx_exporter import export
+
+    case = CASES[5]
+    names = case.input_names()
+    kwargs = (
+        {}
+        if dynamo
+        else {"dynamic_axes": {name: {0: "n", 2: f"{name}_h", 3: f"{name}_w"} for name in names}}
+    )
+    model = export(
+        case.torch_module(),
+        case.example_args(),
+        opset_version=20,
+        decompose=True,
+        dynamo=dynamo,
+        variant="gathernd",
+        input_names=names,
+        **kwargs,
+    )
+    check_valid(model)
+    ops = {n.op_type for n in model.graph.node}
+    assert "GatherND" in ops and "GridSample" not in ops
+    feeds = case.inputs(seed=5)
+    assert float(abs(run_model(runtime, model, feeds) - case.reference(feeds)).max()) <= ATOL
+
+
+def test_bad_variant_and_columns_fail_before_export() -> None:
+    from deform_conv2d_onnx_exporter import (
+        make_deform_conv2d_translation,
+        register_deform_conv2d_onnx_op,
+    )
+
+    with pytest.raises(ValueError, match=r"gridsample variant needs opset >= 16, got opset 15"):
+        make_deform_conv2d_translation(15, variant="gridsample")
+    with pytest.raises(ValueError, match=r"unknown variant 'fast'"):
+        make_deform_conv2d_translation(20, variant="fast")
+    with pytest.raises(ValueError, match=r"variant must be None or 'gathernd', got 'gridsample'"):
+        register_deform_conv2d_onnx_op(variant="gridsample")
+    with pytest.raises(ValueError, match=r"columns must be 'auto', 'conv' or 'matmul'"):
+        register_deform_conv2d_onnx_op(columns="gemm")

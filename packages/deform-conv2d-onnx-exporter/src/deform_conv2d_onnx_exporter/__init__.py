@@ -21,7 +21,11 @@ except PackageNotFoundError:  # running from a source tree or a bundle without m
 
 
 def register_deform_conv2d_onnx_op(
-    use_gathernd: bool = True, enable_openvino_patch: bool = False, *, columns: str = "auto"
+    use_gathernd: bool = True,
+    enable_openvino_patch: bool = False,
+    *,
+    columns: str = "auto",
+    variant: str | None = None,
 ) -> None:
     """Register the TorchScript-exporter symbolic for ``torchvision::deform_conv2d``.
 
@@ -29,7 +33,7 @@ def register_deform_conv2d_onnx_op(
     """
     from deform_conv2d_onnx_exporter.torchscript import register_deform_conv2d_onnx_op as register
 
-    register(use_gathernd, enable_openvino_patch, columns=columns)
+    register(use_gathernd, enable_openvino_patch, columns=columns, variant=variant)
 
 
 def export(model: Any, args: tuple[Any, ...], f: Any = None, **kwargs: Any) -> Any:
@@ -42,14 +46,16 @@ def export(model: Any, args: tuple[Any, ...], f: Any = None, **kwargs: Any) -> A
     return dynamo_export(model, args, f, **kwargs)
 
 
-def make_deform_conv2d_translation(opset: int = 20, columns: str = "auto") -> Any:
+def make_deform_conv2d_translation(
+    opset: int = 20, columns: str = "auto", variant: str | None = None
+) -> Any:
     """Return the onnxscript translation of ``torchvision::deform_conv2d`` for *opset*.
 
     See :func:`deform_conv2d_onnx_exporter.dynamo.make_deform_conv2d_translation`.
     """
     from deform_conv2d_onnx_exporter.dynamo import make_deform_conv2d_translation as make
 
-    return make(opset, columns)
+    return make(opset, columns, variant)
 
 
 __all__ = [

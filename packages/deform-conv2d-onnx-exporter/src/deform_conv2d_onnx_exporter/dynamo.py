@@ -24,6 +24,7 @@ from deform_conv2d_onnx_exporter.graph import (
     build_deform_conv,
     check_opset,
     columns_for_output_size,
+    resolve_variant,
 )
 
 #: torch 2.14's dynamo exporter default opset.
@@ -70,15 +71,15 @@ def _static_hw(value: Any) -> tuple[int | None, int | None] | None:
 
 
 def make_deform_conv2d_translation(
-    opset: int = DEFAULT_OPSET, columns: str = "auto"
+    opset: int = DEFAULT_OPSET, columns: str = "auto", variant: str | None = None
 ) -> Callable[..., Any]:
     """Return a translation of ``torchvision::deform_conv2d`` emitting operators valid at *opset*.
 
     Use it as ``custom_translation_table={torch.ops.torchvision.deform_conv2d.default: fn}``
     with ``torch.onnx.export(..., dynamo=True, opset_version=opset)``.
     """
-    check_opset(opset)
-    columns_for_output_size(columns, None)  # reject a bad value now, not at export time
+    resolve_variant(variant, opset)  # reject bad values now, not at export time
+    columns_for_output_size(columns, None)
 
     def torchvision_deform_conv2d(
         input: Any,
@@ -121,6 +122,7 @@ def make_deform_conv2d_translation(
             mask if use_mask else None,
             bias,
             opset=opset,
+            variant=variant,
         )
 
     return torchvision_deform_conv2d
@@ -138,6 +140,7 @@ def export(
     opset_version: int | None = None,
     decompose: bool | None = None,
     columns: str = "auto",
+    variant: str | None = None,
     dynamic_shapes: Any = None,
     dynamo: bool = True,
     input_names: Sequence[str] | None = None,
@@ -157,6 +160,8 @@ def export(
             ``DeformConv``; ``None`` picks native at opset >= 19 and decomposes below.
         columns: ``"conv"``, ``"matmul"`` or ``"auto"`` for the decomposition's final
             product (see :func:`~deform_conv2d_onnx_exporter.graph.columns_for_output_size`).
+        variant: ``None`` (GridSample at opset >= 16, GatherND below) or ``"gathernd"``
+            (pixel-exact sampling positions at any opset, slower).
         dynamic_shapes: passed to the dynamo exporter.
         dynamo: ``False`` uses the TorchScript exporter, which has no native
             ``DeformConv``: it always decomposes (pass *dynamic_axes* there).
@@ -187,7 +192,7 @@ def export(
             )
         from deform_conv2d_onnx_exporter.torchscript import register_deform_conv2d_onnx_op
 
-        register_deform_conv2d_onnx_op(columns=columns)
+        register_deform_conv2d_onnx_op(columns=columns, variant=variant)
         buffer = io.BytesIO()
         torch.onnx.export(
             model,
@@ -209,7 +214,7 @@ def export(
     if not native:
         table.setdefault(
             torch.ops.torchvision.deform_conv2d.default,
-            make_deform_conv2d_translation(opset, columns),
+            make_deform_conv2d_translation(opset, columns, variant),
         )
     program = torch.onnx.export(
         model,

@@ -154,6 +154,21 @@ def check_opset(opset: int) -> None:
         )
 
 
+def resolve_variant(variant: str | None, opset: int) -> str:
+    """Check *variant* (None: by opset) against *opset*; return the variant's name."""
+    if variant is None:
+        return variant_for_opset(opset)
+    check_opset(opset)
+    if variant not in ("gridsample", "gathernd"):
+        raise ValueError(f"unknown variant {variant!r}: expected 'gridsample' or 'gathernd'")
+    if variant == "gridsample" and opset < GRIDSAMPLE_OPSET:
+        raise ValueError(
+            f"the gridsample variant needs opset >= {GRIDSAMPLE_OPSET}, got opset {opset}; "
+            "use variant='gathernd' or None"
+        )
+    return variant
+
+
 def variant_for_opset(opset: int) -> str:
     """Name the variant used at *opset*: ``"gridsample"`` (>= 16) or ``"gathernd"`` (12-15)."""
     check_opset(opset)
@@ -414,9 +429,6 @@ def build_deform_conv(
 
     *variant* None picks GridSample at opset >= 16 and GatherND below.
     """
-    chosen = variant or variant_for_opset(opset)
-    if chosen == "gridsample":
+    if resolve_variant(variant, opset) == "gridsample":
         return deform_conv_gridsample_opset16(em, spec, x, weight, offset, mask, bias, opset=opset)
-    if chosen == "gathernd":
-        return deform_conv_gathernd_opset12(em, spec, x, weight, offset, mask, bias, opset=opset)
-    raise ValueError(f"unknown variant {variant!r}: expected 'gridsample' or 'gathernd'")
+    return deform_conv_gathernd_opset12(em, spec, x, weight, offset, mask, bias, opset=opset)

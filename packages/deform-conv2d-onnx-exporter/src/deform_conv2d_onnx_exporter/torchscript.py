@@ -75,6 +75,7 @@ def _current_opset() -> int:
 
 def _deform_conv2d_symbolic(
     columns: str,
+    variant: str | None,
     g: Any,
     input: Any,
     weight: Any,
@@ -120,12 +121,24 @@ def _deform_conv2d_symbolic(
         raise ExportError(f"cannot export torchvision::deform_conv2d: {exc}") from exc
     emitter = TorchScriptEmitter(g)
     return build_deform_conv(
-        emitter, spec, input, weight, offset, mask if use_mask else None, bias, opset=opset
+        emitter,
+        spec,
+        input,
+        weight,
+        offset,
+        mask if use_mask else None,
+        bias,
+        opset=opset,
+        variant=variant,
     )
 
 
 def register_deform_conv2d_onnx_op(
-    use_gathernd: bool = True, enable_openvino_patch: bool = False, *, columns: str = "auto"
+    use_gathernd: bool = True,
+    enable_openvino_patch: bool = False,
+    *,
+    columns: str = "auto",
+    variant: str | None = None,
 ) -> None:
     """Register the ONNX symbolic for ``torchvision::deform_conv2d`` (TorchScript exporter).
 
@@ -140,9 +153,13 @@ def register_deform_conv2d_onnx_op(
             OpenVINO 2021.4); the graph needs no patch, so it has no effect.
         columns: ``"conv"``, ``"matmul"`` or ``"auto"`` (by the export-time output size;
             see :func:`~deform_conv2d_onnx_exporter.graph.columns_for_output_size`).
+        variant: ``None`` (GridSample at opset >= 16, GatherND below) or ``"gathernd"``
+            at every opset (pixel-exact sampling positions, slower).
     """
     del use_gathernd, enable_openvino_patch  # accepted for source compatibility only
-    columns_for_output_size(columns, None)  # reject a bad value now, not at export time
+    columns_for_output_size(columns, None)  # reject bad values now, not at export time
+    if variant not in (None, "gathernd"):
+        raise ValueError(f"variant must be None or 'gathernd', got {variant!r}")
     import functools
 
     import torch
@@ -150,7 +167,7 @@ def register_deform_conv2d_onnx_op(
     helper = _torchscript_module("symbolic_helper")
     symbolic = helper.parse_args(
         "v", "v", "v", "v", "v", "i", "i", "i", "i", "i", "i", "i", "i", "b"
-    )(functools.partial(_deform_conv2d_symbolic, columns))
+    )(functools.partial(_deform_conv2d_symbolic, columns, variant))
     torch.onnx.register_custom_op_symbolic(_SYMBOLIC_NAME, symbolic, MIN_OPSET)
 
 
