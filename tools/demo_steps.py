@@ -440,7 +440,8 @@ import onnxruntime as ort
 model = files("demo_app").joinpath("model.onnx").read_bytes()
 session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
 inp = session.get_inputs()[0]
-x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+shape = [d if isinstance(d, int) else 1 for d in inp.shape]  # dynamic dims: 1
+x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
 logits = session.run(None, {inp.name: x})[0]
 print(f"demo_app: {len(model)} model bytes from the bundle; argv={sys.argv[1:]}; "
       f"class={int(logits.argmax())}")
@@ -583,9 +584,9 @@ def write_summary(settings: Settings, summary: Summary) -> None:
     lines = ["# Demo summary", ""]
     lines += ["| step | result | seconds |", "|---|---|---|"]
     for s in summary.steps:
-        lines.append(
-            f"| {s.name} | {'ok' if s.ok else 'FAILED: ' + s.detail[:200]} | {s.seconds} |"
-        )
+        first_line = s.detail.splitlines()[0][:200].replace("|", "/") if s.detail else ""
+        result = "ok" if s.ok else f"FAILED: {first_line}"
+        lines.append(f"| {s.name} | {result} | {s.seconds} |")
     if summary.table:
         lines += [
             "",
