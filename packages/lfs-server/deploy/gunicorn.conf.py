@@ -15,6 +15,8 @@ data = os.environ.get("LFS_DATA_DIR", "lfs-data")
 # carrying the proxy secret that the generated nginx config adds.
 bind = f"unix:{Path(data).resolve() / 'run' / 'gunicorn.sock'}"
 workers = int(os.environ.get("LFS_WORKERS", "2"))
+# gunicorn's own error pages (requests it cannot parse) as git-lfs JSON, like the app's.
+worker_class = "lfs_server.gunicorn_worker.JsonErrorSyncWorker"
 # Verifying a large upload hashes the whole body; allow for multi-GiB objects.
 timeout = 600
 graceful_timeout = 10

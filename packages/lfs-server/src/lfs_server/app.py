@@ -15,7 +15,7 @@ from werkzeug.exceptions import HTTPException
 from lfs_server import batch_api, locks_api, ops_api, transfer_api
 from lfs_server.config import Config
 from lfs_server.locks import LockDB, classify_db_error
-from lfs_server.storage import Store
+from lfs_server.storage import Store, UnsafeStorePath
 from lfs_server.tokens import TokenSigner, load_or_create_key, proxy_secret
 from lfs_server.validation import ApiError
 from lfs_server.web import Services, error_response, insufficient_storage
@@ -26,6 +26,9 @@ ACCESS_LOGGER = "lfs_server.access"
 def create_app(config: Config) -> Flask:
     """Build the WSGI app for *config* (creates the data directories and key if missing)."""
     app = Flask("lfs_server", static_folder=None)
+    # A URL with '//' is not a route: werkzeug would answer it with a 308 redirect, which
+    # LFS clients do not follow for PUT/POST; they get a JSON 404 instead.
+    app.url_map.merge_slashes = False
     app.config["MAX_CONTENT_LENGTH"] = None
     for path in (config.repos_dir, config.tmp_dir, config.run_dir):
         path.mkdir(parents=True, exist_ok=True)
@@ -82,6 +85,11 @@ def _install_hooks(app: Flask) -> None:
             response.headers["Allow"] = ", ".join(allowed)
         return response
 
+    @app.errorhandler(UnsafeStorePath)
+    def _unsafe_path(exc: UnsafeStorePath) -> Response:
+        app.logger.warning("refused a link in the store: %s", exc)
+        return error_response(403, f"refused: {exc}")
+
     @app.errorhandler(OSError)
     def _os_error(exc: OSError) -> Response:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -110,6 +118,7 @@ def _install_hooks(app: Flask) -> None:
 
     @app.after_request
     def _account(response: Response) -> Response:
+        _drain_body()
         elapsed = time.monotonic() - g.get("start", time.monotonic())
         endpoint = request.endpoint or "unknown"
         nbytes = g.get("object_bytes") or response.content_length or 0
@@ -148,3 +157,18 @@ def _install_hooks(app: Flask) -> None:
         except Exception:  # metrics must never break a request
             app.logger.exception("could not update counters")
         return response
+
+
+def _drain_body() -> None:
+    """Read what is left of the request body before answering.
+
+    gunicorn's sync worker closes the connection after each response; closing it with
+    unread bytes makes the kernel reset it, and nginx, possibly still sending the body,
+    then answers 502 instead of our response. nginx bounds API bodies (16m), and an
+    upload body never reaches the app in nginx mode.
+    """
+    try:
+        while request.stream.read(1 << 16):
+            pass
+    except (OSError, ValueError, HTTPException):
+        pass

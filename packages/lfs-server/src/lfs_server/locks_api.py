@@ -7,7 +7,14 @@ from typing import Any
 from flask import Blueprint, Response, request
 
 from lfs_server.locks import LockExists
-from lfs_server.validation import ApiError, parse_cursor, parse_limit, parse_lock_path, parse_ref
+from lfs_server.validation import (
+    ApiError,
+    parse_cursor,
+    parse_limit,
+    parse_lock_id,
+    parse_lock_path,
+    parse_ref,
+)
 from lfs_server.web import (
     authorize,
     lfs_response,
@@ -70,14 +77,13 @@ def list_locks(repo: str) -> Response:
     authorize(repo, "read")
     args = request.args
     path = args.get("path") or None
-    lock_id = args.get("id") or None
-    if lock_id is not None and not lock_id.isdigit():
+    raw_id = args.get("id") or None
+    lock_id = parse_lock_id(raw_id)
+    if raw_id is not None and lock_id is None:
         return lfs_response({"locks": []})
     limit = parse_limit(args.get("limit"))
     cursor = parse_cursor(args.get("cursor"))
-    found = services().locks.find(
-        repo, path=path, lock_id=int(lock_id) if lock_id else None, cursor=cursor, limit=limit + 1
-    )
+    found = services().locks.find(repo, path=path, lock_id=lock_id, cursor=cursor, limit=limit + 1)
     payload: dict[str, object] = {"locks": [lock.to_json() for lock in found[:limit]]}
     if len(found) > limit:
         payload["next_cursor"] = str(found[limit].id)
@@ -114,7 +120,8 @@ def unlock(repo: str, lock_id: str) -> Response:
         raise ApiError(422, f"force must be true or false, got {force!r}")
     user = authorize(repo, "write")
     svc = services()
-    lock = svc.locks.get(repo, int(lock_id)) if lock_id.isdigit() else None
+    number = parse_lock_id(lock_id)
+    lock = None if number is None else svc.locks.get(repo, number)
     if lock is None:
         raise ApiError(404, f"no lock with id {lock_id!r} in {repo!r}")
     if lock.owner != user:

@@ -23,6 +23,63 @@ _PROXY_HEADERS = (
 )
 
 
+# Every status nginx itself may answer, with the message of its JSON body: clients get the
+# git-lfs error format whoever answers. 494 (headers too large) goes out as 400.
+_NGINX_ERRORS: tuple[tuple[int, int, str], ...] = (
+    (400, 400, "bad request"),
+    (403, 403, "forbidden"),
+    (404, 404, "not found"),
+    (405, 405, "method not allowed"),
+    (408, 408, "request timed out"),
+    (411, 411, "a Content-Length header is required"),
+    (
+        413,
+        413,
+        "request body is too large: API requests take up to 16m of JSON, uploads objects"
+        " of {max_body}",
+    ),
+    (414, 414, "request URI is too long"),
+    (416, 416, "the requested range is not satisfiable for this object"),
+    (494, 400, "request headers are too large"),
+    (500, 500, "internal server error"),
+    (501, 501, "this transfer encoding is not implemented"),
+    (502, 502, "the lfs-server application is not answering"),
+    (503, 503, "service unavailable"),
+    (504, 504, "the lfs-server application timed out"),
+    (
+        507,
+        507,
+        "insufficient storage: the server could not write the upload to its disk (full?);"
+        " nothing was stored, retry later",
+    ),
+)
+
+
+def _error_pages(indent: str, upload: bool) -> str:
+    lines = []
+    for status, sent, _message in _NGINX_ERRORS:
+        if status == 507:
+            continue
+        if upload and status == 500:
+            # A body nginx cannot write (ENOSPC) is its own 500: on the upload location
+            # that means the store's disk is full, which the LFS API answers 507.
+            lines.append(f"{indent}error_page 500 =507 /_lfs_error/507;")
+        elif sent != status:
+            lines.append(f"{indent}error_page {status} ={sent} /_lfs_error/{status};")
+        else:
+            lines.append(f"{indent}error_page {status} /_lfs_error/{status};")
+    return "\n".join(lines)
+
+
+def _error_locations(max_body: str) -> str:
+    lines = []
+    for status, sent, message in _NGINX_ERRORS:
+        text = message.format(max_body=max_body)
+        body = '{"message": "%s", "request_id": "$request_id"}\\n' % text  # noqa: UP031
+        lines.append(f"            location = /_lfs_error/{status} {{ return {sent} '{body}'; }}")
+    return "\n".join(lines)
+
+
 def socket_path(config: Config) -> str:
     """The unix socket gunicorn listens on and only nginx connects to."""
     return str(config.run_dir / "gunicorn.sock")
@@ -51,6 +108,11 @@ def render_nginx_config(
         "max_body": max_body,
         "store_location": STORE_LOCATION,
         "proxy_settings": proxy_settings,
+        "error_pages": _error_pages("        ", upload=False),
+        "upload_error_pages": _error_pages("            ", upload=True),
+        "error_locations": _error_locations(
+            f"up to {max_body} bytes" if config.max_object_size else "any size"
+        ),
     }
     text = template
     for name, value in values.items():

@@ -1,6 +1,8 @@
-"""Operations endpoints: `/healthz` and Prometheus-style `/metrics`."""
+"""Operations endpoints: `/healthz`, Prometheus-style `/metrics` and `/openapi.json`."""
 
 from __future__ import annotations
+
+from importlib import resources
 
 from flask import Blueprint, Response
 
@@ -50,3 +52,14 @@ def metrics() -> Response:
         f"lfs_stored_bytes {total}",
     ]
     return Response("\n".join(lines) + "\n", mimetype="text/plain; version=0.0.4")
+
+
+def openapi_text() -> str:
+    """The OpenAPI 3 description of the HTTP API shipped in the package (openapi.json)."""
+    return resources.files("lfs_server").joinpath("openapi.json").read_text(encoding="utf-8")
+
+
+@bp.get("/openapi.json")
+def openapi() -> Response:
+    """The OpenAPI 3 description of this server's HTTP API."""
+    return Response(openapi_text(), mimetype="application/json")

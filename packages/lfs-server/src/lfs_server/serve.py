@@ -127,6 +127,7 @@ class Supervisor:
             sys.executable, "-m", "gunicorn",
             "--bind", bind,
             "--workers", str(self.config.workers),
+            "--worker-class", "lfs_server.gunicorn_worker.JsonErrorSyncWorker",
             "--timeout", "600",
             "--graceful-timeout", "10",
             "--log-level", "warning",

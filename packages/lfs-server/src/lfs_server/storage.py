@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -25,6 +26,10 @@ CHUNK = 1 << 20
 
 class VerifyError(Exception):
     """The uploaded bytes are not the object they claim to be (message says how)."""
+
+
+class UnsafeStorePath(Exception):
+    """A path in the store is a symbolic link (or leads outside it): never followed."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +85,7 @@ class Store:
     def create_repo(self, repo: str) -> None:
         """Create *repo*'s directory (idempotent)."""
         path = self.repo_dir(repo)
+        self.check_no_links(path / "objects")
         (path / "objects").mkdir(parents=True, exist_ok=True)
         _make_traversable(self.repos_dir, path / "objects")
 
@@ -96,11 +102,33 @@ class Store:
         return sorted(found)
 
     def stored_size(self, repo: str, oid: str) -> int | None:
-        """The size of the stored object, or None if it is not stored."""
+        """The size of the stored object, or None if it is not stored.
+
+        Only a regular file reached without symbolic links counts: a link planted in the
+        store (to a file elsewhere, or a linked directory) is never served.
+        """
+        path = self.object_path(repo, oid)
         try:
-            return self.object_path(repo, oid).stat().st_size
-        except FileNotFoundError:
+            info = os.lstat(path)
+            self.check_no_links(path.parent)
+        except (FileNotFoundError, NotADirectoryError, UnsafeStorePath):
             return None
+        return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+    def check_no_links(self, path: Path) -> None:
+        """Raise UnsafeStorePath if a component of *path* below repos_dir is a link."""
+        relative = path.relative_to(self.repos_dir)
+        current = self.repos_dir
+        for part in relative.parts:
+            current = current / part
+            try:
+                if stat.S_ISLNK(os.lstat(current).st_mode):
+                    raise UnsafeStorePath(
+                        f"{current.relative_to(self.repos_dir)} in the store is a symbolic link;"
+                        " lfs-server never follows links there (an administrator must remove it)"
+                    )
+            except FileNotFoundError:
+                return
 
     def publish(self, source: Path, repo: str, oid: str, size: int) -> None:
         """Verify *source* holds object (oid, size) and move it into the store.
@@ -159,6 +187,7 @@ class Store:
 
     def _install(self, source: Path, repo: str, oid: str, *, synced: bool) -> None:
         target = self.object_path(repo, oid)
+        self.check_no_links(target.parent)
         self.create_repo(repo)
         target.parent.mkdir(parents=True, exist_ok=True)
         _make_traversable(self.repo_dir(repo), target.parent)

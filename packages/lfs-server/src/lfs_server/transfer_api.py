@@ -15,7 +15,7 @@ from pathlib import Path
 
 from flask import Blueprint, Response, g, request, send_file
 
-from lfs_server.storage import VerifyError
+from lfs_server.storage import UnsafeStorePath, VerifyError
 from lfs_server.validation import ApiError, check_oid, parse_size_text, parse_verify
 from lfs_server.web import (
     authorize_action,
@@ -76,6 +76,8 @@ def upload(repo: str, oid: str, size: str) -> Response:
             svc.store.publish_stream(request.stream, repo, oid, nbytes)  # type: ignore[arg-type]
     except VerifyError as exc:
         raise ApiError(422, f"upload rejected, nothing stored: {exc}") from None
+    except UnsafeStorePath as exc:
+        raise ApiError(403, f"upload refused, nothing stored: {exc}") from None
     g.object_bytes = nbytes
     return lfs_response({}, 200)
 

@@ -212,6 +212,17 @@ def parse_limit(value: object, default: int = 100, maximum: int = 1000) -> int:
     raise ApiError(422, f"limit must be a positive integer, got {_show(value)}")
 
 
+MAX_SQL_INT = 2**63 - 1
+
+
+def parse_lock_id(value: str | None) -> int | None:
+    """A lock id from a URL or query string, or None if it cannot name a lock (no lock has
+    an id that is not a decimal number within SQLite's integer range)."""
+    if value and value.isascii() and value.isdigit() and int(value) <= MAX_SQL_INT:
+        return int(value)
+    return None
+
+
 def parse_cursor(value: object) -> int:
     """A lock-listing cursor: the decimal id of the first lock of the page ('' = start)."""
     if value is None or value == "":

@@ -124,6 +124,8 @@ def read_json() -> Any:
         return json.loads(data or b"null")
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, "request body must be JSON (application/vnd.git-lfs+json)") from None
+    except RecursionError:
+        raise ApiError(400, "request body is JSON nested too deeply to be an LFS request") from None
 
 
 def repo_from_path(raw: str) -> str:
