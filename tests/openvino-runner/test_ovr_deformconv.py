@@ -16,7 +16,7 @@ import pytest
 from openvino_runner import Runner, deform_conv_extension
 from openvino_runner.cli import main
 
-pytestmark = pytest.mark.usefixtures("openvino_available", "torch_modules")
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("openvino_available", "torch_modules")]
 TOLERANCE = 1e-5
 
 

@@ -68,7 +68,8 @@ def test_light_model_through_cli_files(capsys: pytest.CaptureFixture[str], tmp_p
     np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-7)
 
 
-# -- resnet18: compare and bench ---------------------------------------------------------
+# -- resnet18: compare and bench (exported here by torch, so marked torch) --------------
+@pytest.mark.torch
 def test_resnet18_compare_passes_in_f32(
     capsys: pytest.CaptureFixture[str], resnet18_onnx: Path, tmp_path: Path
 ) -> None:
@@ -84,6 +85,7 @@ def test_resnet18_compare_passes_in_f32(
     assert logits["top1_agreement"] == 1.0 and logits["k"] == 5
 
 
+@pytest.mark.torch
 def test_resnet18_compare_reports_mismatch(
     capsys: pytest.CaptureFixture[str], resnet18_onnx: Path
 ) -> None:
@@ -93,6 +95,7 @@ def test_resnet18_compare_reports_mismatch(
     assert "FAIL logits" in out and "MISMATCH" in out
 
 
+@pytest.mark.torch
 def test_resnet18_bench_latency_json(
     capsys: pytest.CaptureFixture[str], resnet18_onnx: Path, tmp_path: Path
 ) -> None:
@@ -120,6 +123,7 @@ def test_resnet18_bench_latency_json(
     assert data["input_shapes"] == {"image": [1, 3, 224, 224]}
 
 
+@pytest.mark.torch
 def test_resnet18_bench_throughput_queue_and_cache(
     capsys: pytest.CaptureFixture[str], resnet18_onnx: Path, tmp_path: Path
 ) -> None:
@@ -155,6 +159,7 @@ def test_resnet18_bench_throughput_queue_and_cache(
     assert len(list(cache.iterdir())) >= 1
 
 
+@pytest.mark.torch
 def test_bench_by_time(resnet18_onnx: Path) -> None:
     result = Runner(resnet18_onnx).benchmark(time_s=0.3)
     assert 0.3 <= result.duration_s < 3
