@@ -15,15 +15,17 @@ from openvino_runner.cli import main
 pytestmark = pytest.mark.usefixtures("openvino_available")
 
 
-def two_input_model(path: Path) -> Path:
-    """y = a * 2 + cast(b) with a: f32[?,4], b: i64[?,4]; z = relu(a)."""
+def two_input_model(path: Path, outputs: tuple[str, str] = ("y", "z")) -> Path:
+    """y = a * 2 + cast(b) with a: f32[?,4], b: i64[?,4]; z = relu(a).
+
+    *outputs* renames the two outputs (y, z)."""
     from onnx import TensorProto, helper
 
     nodes = [
         helper.make_node("Cast", ["b"], ["bf"], to=TensorProto.FLOAT),
         helper.make_node("Mul", ["a", "two"], ["a2"]),
-        helper.make_node("Add", ["a2", "bf"], ["y"]),
-        helper.make_node("Relu", ["a"], ["z"]),
+        helper.make_node("Add", ["a2", "bf"], [outputs[0]]),
+        helper.make_node("Relu", ["a"], [outputs[1]]),
     ]
     two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
     graph = helper.make_graph(
@@ -34,8 +36,8 @@ def two_input_model(path: Path) -> Path:
             helper.make_tensor_value_info("b", TensorProto.INT64, ["n", 4]),
         ],
         [
-            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4]),
-            helper.make_tensor_value_info("z", TensorProto.FLOAT, ["n", 4]),
+            helper.make_tensor_value_info(outputs[0], TensorProto.FLOAT, ["n", 4]),
+            helper.make_tensor_value_info(outputs[1], TensorProto.FLOAT, ["n", 4]),
         ],
         [two],
     )
@@ -148,6 +150,51 @@ def test_run_with_npy_npz_and_output(
     with np.load(out2) as saved:
         np.testing.assert_allclose(saved["y"], a * 2 + b, rtol=1e-6)
     assert not list(tmp_path.glob("*.partial*"))
+
+
+@pytest.mark.parametrize("names", [("file", "allow_pickle"), ("args", "kwds")])
+def test_output_named_like_savez_parameters(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    rng: np.random.Generator,
+    names: tuple[str, str],
+) -> None:
+    # np.savez(path, **outputs) raises TypeError for an output called `file`
+    model = two_input_model(tmp_path / "named.onnx", outputs=names)
+    a = rng.standard_normal((2, 4)).astype(np.float32)
+    b = rng.integers(-5, 5, size=(2, 4))
+    np.savez(tmp_path / "in.npz", a=a, b=b)
+    out_file = tmp_path / "out.npz"
+    code, _, err = cli(capsys, "run", model, "--input", tmp_path / "in.npz", "--output", out_file)
+    assert code == 0, err
+    with np.load(out_file, allow_pickle=False) as saved:
+        assert sorted(saved.files) == sorted(names)
+        np.testing.assert_allclose(saved[names[0]], a * 2 + b, rtol=1e-6)
+        np.testing.assert_array_equal(saved[names[1]], np.maximum(a, 0))
+        assert saved[names[0]].dtype == np.float32
+
+
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [("run", "--output"), ("info", "--json"), ("bench", "--json"), ("compare", "--json")],
+)
+def test_unwritable_report_paths_fail_before_the_run(
+    capsys: pytest.CaptureFixture[str], model: Path, tmp_path: Path, command: str, option: str
+) -> None:
+    missing = tmp_path / "no-such-folder" / "report.out"
+    code, out, err = cli(capsys, command, model, option, missing)
+    assert code == 2
+    assert out == ""  # nothing ran: the check comes before compiling
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"{option} {missing}" in err
+    assert f"the folder {missing.parent} does not exist" in err
+    # a file where the folder should be, and a folder where the file should be
+    (tmp_path / "plain").write_text("")
+    code, _, err = cli(capsys, command, model, option, tmp_path / "plain" / "report.out")
+    assert code == 2 and f"the folder {tmp_path / 'plain'} is not a folder" in err
+    code, _, err = cli(capsys, command, model, option, tmp_path)
+    assert code == 2 and "is a folder; give a file name inside it" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain", "two.onnx"]
 
 
 def test_run_random_inputs_are_seeded(

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -208,13 +209,58 @@ def _image(args: argparse.Namespace) -> ImageOptions:
     )
 
 
+def _check_targets(args: argparse.Namespace) -> None:
+    """Refuse ``--output``/``--json`` paths that cannot be written, before any compiling.
+
+    A benchmark or a large inference should not run to completion only to fail at the end.
+    """
+    for option, value in (
+        ("--output", getattr(args, "output", None)),
+        ("--json", getattr(args, "json", None)),
+    ):
+        if not value:
+            continue
+        target = Path(value)
+        folder = target.parent
+        if target.is_dir():
+            raise RunnerError(f"{option} {value}: is a folder; give a file name inside it")
+        if not folder.is_dir():
+            what = "is not a folder" if folder.exists() else "does not exist"
+            raise RunnerError(
+                f"{option} {value}: the folder {folder} {what}; create it or pick another path"
+            )
+
+
+def _write_atomically(target: Path, write: Callable[[Path], object], option: str) -> None:
+    """Write *target* through a ``.partial`` file renamed into place, or raise RunnerError."""
+    partial = target.with_name(target.name + ".partial")
+    try:
+        write(partial)
+        partial.replace(target)  # never leave a half-written file behind
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise RunnerError(f"{option}: cannot write {target}: {exc.strerror or exc}") from None
+
+
 def _write_json(path: str | None, data: dict[str, Any]) -> None:
     if path:
-        target = Path(path)
-        partial = target.with_name(target.name + ".partial")
-        partial.write_text(json.dumps(data, indent=2, default=str) + "\n")
-        partial.replace(target)  # never leave a half-written report behind
+        text = json.dumps(data, indent=2, default=str) + "\n"
+        _write_atomically(Path(path), lambda p: p.write_text(text), "--json")
         print(f"report written to {path}")
+
+
+def save_npz(path: Path, arrays: Mapping[str, Any]) -> None:
+    """Save *arrays* as an uncompressed ``.npz`` that ``numpy.load`` reads back by name.
+
+    Unlike ``np.savez(path, **arrays)``, any output name works, including ``file`` and
+    ``allow_pickle`` (``np.savez``'s own parameters).
+    """
+    import numpy as np
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, array in arrays.items():
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
 
 
 def _precision_note(runner: Runner) -> str:
@@ -274,8 +320,6 @@ def _describe(name: str, array: np.ndarray[Any, Any]) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import numpy as np
-
     runner = _runner(args)
     feeds = runner.prepare(_inputs(args), seed=args.seed, image=_image(args))
     outputs = runner.infer(feeds)
@@ -288,9 +332,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(_describe(name, array))
     if args.output:
         out = Path(args.output)
-        tmp = out.with_name(out.name + ".partial.npz")
-        np.savez(tmp, **outputs)  # type: ignore[arg-type]  # numpy's stub types **kwds oddly
-        tmp.replace(out)
+        _write_atomically(out, lambda p: save_npz(p, outputs), "--output")
         print(f"outputs saved to {out}")
     return 0
 
@@ -411,6 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        _check_targets(args)
         return COMMANDS[args.command](args)
     except RunnerError as exc:
         print(f"openvino-runner {args.command}: error: {exc}", file=sys.stderr)
