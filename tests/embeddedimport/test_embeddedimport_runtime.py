@@ -135,10 +135,13 @@ def both(python: Path, exe: Path, args: Sequence[str], cwd: Path) -> tuple[Resul
 
 def test_the_wheel_ships_the_startup_file() -> None:
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    pyproject = tomllib.loads((PACKAGE.parent.parent / "pyproject.toml").read_text())
+    # The project's files, found from this test (the package may be an installed wheel).
+    source = Path(__file__).resolve().parents[2] / "packages" / "embeddedimport"
+    pyproject = tomllib.loads((source / "pyproject.toml").read_text())
     force = pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
     assert force == {"src/embeddedimport.pth": "embeddedimport.pth"}
     line = SHIPPED_PTH.read_text()
+    assert line == (source / "src" / "embeddedimport.pth").read_text()
     assert line.startswith("import ") and line.count("\n") == 1  # site.py exec()s such lines
 
 

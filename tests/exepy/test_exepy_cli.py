@@ -242,6 +242,7 @@ def test_existing_output_needs_force(project: Path, capsys: pytest.CaptureFixtur
     assert bundled(project / "app.exe")[1] == ["-m", "app"]
 
 
+@pytest.mark.wine  # osslsigncode: installed with Wine on Linux, absent on windows-latest
 def test_signed_base_warns(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     signer = Signer.create(project)
     signer.sign(project / "base.exe", project / "signed.exe")

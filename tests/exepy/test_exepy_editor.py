@@ -270,6 +270,7 @@ def test_save_is_atomic_on_error(tmp_path: Path) -> None:
 # Signed input ----------------------------------------------------------------------------
 
 
+@pytest.mark.wine  # osslsigncode: installed with Wine on Linux, absent on windows-latest
 def test_signed_input_loses_its_signature(tmp_path: Path) -> None:
     signer = Signer.create(tmp_path)
     signed = tmp_path / "signed.exe"
