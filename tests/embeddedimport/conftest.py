@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from components import missing
 
 # The helpers live next to this file; pytest's importlib mode does not put it on sys.path.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -25,8 +26,6 @@ def pe_bases() -> list[str]:
     """Real PE files to build test executables from (skips if none exist here)."""
     files = real_pe_files()
     if not files:
-        from components import missing
-
         missing("real PE files", "apt-get install wine64, or pip (its distlib launchers)")
     return files
 
@@ -48,8 +47,11 @@ def base_exe(pe_bases: list[str]) -> bytes:
         except ValueError:
             continue
         return data
-    pytest.skip("no real PE executable with room for a section header")
-    raise AssertionError
+    missing(
+        "a real PE executable with resources and room for a section header",
+        "apt-get install wine64, or pip (its distlib launchers)",
+    )
+    raise AssertionError("unreachable: missing() skips or fails")
 
 
 @pytest.fixture

@@ -12,8 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-from components import require_command
+from components import missing, require_command
 from exepy.corpus import distlib_launchers, wine_binaries
 from exepy.restree import ResourceId, ResourceKey
 
@@ -25,7 +24,8 @@ def launcher(name: str) -> Path:
     for path in distlib_launchers():
         if path.name == name:
             return path
-    pytest.skip(f"pip's distlib launcher {name} is not installed")
+    missing(f"pip's distlib launcher {name}", "it ships inside pip (pip/_vendor/distlib)")
+    raise AssertionError("unreachable: missing() skips or fails")
 
 
 def wine_binary(name: str) -> Path:
@@ -34,7 +34,8 @@ def wine_binary(name: str) -> Path:
         if path.name == name and "x86_64" in str(path):
             return path
     require_command("wine64", "wine64")
-    pytest.skip(f"Wine ships no {name} here")
+    missing(f"Wine's {name}", "apt-get install wine64 (it ships the x86_64 Windows binaries)")
+    raise AssertionError("unreachable: missing() skips or fails")
 
 
 def sha256(data: bytes) -> str:

@@ -258,8 +258,6 @@ def test_runs_with_python_m_embeddedimport(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The exe's bundle runs on this OS the way the exe would run it."""
-    if not (Path(bundle.__file__).parent / "__main__.py").exists():
-        pytest.skip("embeddedimport has no __main__ yet")
     assert run_cli(["build", "app.exe", "app.py", "pkg", "--base", "base.exe"], capsys)[0] == 0
     proc = subprocess.run(
         [sys.executable, "-m", "embeddedimport", "app.exe"],
