@@ -6,6 +6,7 @@ version info and icons with pefile.
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 import subprocess
@@ -240,6 +241,52 @@ def test_existing_output_needs_force(project: Path, capsys: pytest.CaptureFixtur
     assert (project / "app.exe").read_bytes() == b"keep me"
     assert run_cli(["build", "app.exe", "app.py", "--base", "base.exe", "--force"], capsys)[0] == 0
     assert bundled(project / "app.exe")[1] == ["-m", "app"]
+
+
+def test_build_into_a_missing_folder_names_the_folder(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = sorted(p.name for p in project.iterdir())
+    target = str(Path("no-such") / "app.exe")
+    code, _, err = run_cli(["build", target, "app.py", "--base", "base.exe"], capsys)
+    assert code == 1
+    # the folder as an absolute path (which on Windows may spell the temp folder differently)
+    assert "the output folder " in err and f"{os.sep}no-such does not exist; create it" in err
+    assert ".tmp" not in err and "Traceback" not in err
+    # a file where the folder should be, and a folder where the exe should be
+    target = str(Path("app.py") / "app.exe")
+    code, _, err = run_cli(["build", target, "app.py", "--base", "base.exe"], capsys)
+    assert code == 1 and f"{os.sep}app.py is a file, not a folder" in err
+    code, _, err = run_cli(["build", "pkg", "app.py", "--base", "base.exe", "--force"], capsys)
+    assert code == 1 and "the output pkg is a folder; give the exe's file name" in err
+    assert sorted(p.name for p in project.iterdir()) == before
+
+
+def test_writing_into_a_missing_folder_names_the_folder(tmp_path: Path) -> None:
+    from exepy.editor import write_atomic
+
+    folder = tmp_path / "no-such"
+    with pytest.raises(FileNotFoundError) as raised:
+        write_atomic(folder / "out.exe", b"MZ")
+    assert raised.value.filename == str(folder)
+    assert raised.value.strerror == "the output folder does not exist"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_extract_into_a_file_is_refused(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(["build", "app.exe", "app.py", "pkg", "--base", "base.exe"], capsys)[0] == 0
+    app = (project / "app.py").read_bytes()
+    code, out, err = run_cli(["extract", "app.exe", "-o", "app.py"], capsys)
+    assert code == 1 and out == ""
+    assert "-o must be a folder, but app.py is a file" in err and "Traceback" not in err
+    assert (project / "app.py").read_bytes() == app
+    # a bundled folder whose name is taken by a file: refused before anything is written
+    (project / "out").mkdir()
+    (project / "out" / "pkg").write_text("a file")
+    code, out, err = run_cli(["extract", "app.exe", "-o", "out"], capsys)
+    assert code == 1
+    assert f"{os.sep}{Path('out', 'pkg')} is a file, not a folder" in err
+    assert sorted(p.name for p in (project / "out").iterdir()) == ["pkg"]
 
 
 @pytest.mark.wine  # osslsigncode: installed with Wine on Linux, absent on windows-latest

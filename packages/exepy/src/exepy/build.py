@@ -132,6 +132,7 @@ def build_exe(
     """
     cwd = _absolute(cwd or Path.cwd())
     output_path = _absolute(cwd / output)
+    _check_output_folder(output, output_path)
     base_path = _absolute(cwd / base) if base else default_base()
     if output_path.exists() and not force:
         raise BuildError(f"{os.fspath(output)} already exists; pass --force to overwrite it")
@@ -179,6 +180,16 @@ def build_exe(
     )
 
 
+def _check_output_folder(given: Path, target: Path) -> None:
+    """Name the output's folder (not a temporary file in it) when the output cannot go there."""
+    if target.is_dir():
+        raise BuildError(f"the output {os.fspath(given)} is a folder; give the exe's file name")
+    folder = target.parent
+    if not folder.is_dir():
+        what = "is a file, not a folder" if folder.exists() else "does not exist"
+        raise BuildError(f"the output folder {folder} {what}; create it first")
+
+
 def _read(path: Path, cwd: Path, what: str) -> bytes:
     try:
         return (cwd / path).read_bytes()
@@ -215,13 +226,23 @@ def read_bundle(exe: Path) -> Extracted:
 
 def extract(exe: Path, directory: Path, *, force: bool = False) -> Extracted:
     """Write the bundled files of *exe* under *directory*; refuse to overwrite unless *force*."""
-    found = read_bundle(exe)
     root = _absolute(directory)
+    if root.exists() and not root.is_dir():
+        raise BuildError(
+            f"-o must be a folder, but {os.fspath(directory)} is a file; "
+            "give a folder (it is created if missing)"
+        )
+    found = read_bundle(exe)
     targets = []
     for name, content in found.files:
         target = _absolute(root / name)
         if not target.is_relative_to(root):  # bundle.unpack refuses '..' already
             raise BuildError(f"bundled name {name!r} would be written outside {directory}")
+        for folder in target.relative_to(root).parents:
+            if (root / folder).exists() and not (root / folder).is_dir():
+                raise BuildError(f"cannot write {name}: {root / folder} is a file, not a folder")
+        if target.is_dir():
+            raise BuildError(f"cannot write {name}: {target} is a folder")
         if target.exists() and not force:
             raise BuildError(f"{target} already exists; pass --force to overwrite")
         targets.append((target, content))

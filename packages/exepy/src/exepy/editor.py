@@ -7,6 +7,7 @@ to the destination and renames it into place, so an error leaves nothing behind.
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 import warnings
@@ -214,6 +215,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, mode: int | None = N
     """Write *data* to *path* through a temporary file in the same folder and a rename."""
     target = Path(path)
     folder = target.parent
+    if not folder.is_dir():  # else mkstemp's error names a temporary file nobody asked for
+        raise FileNotFoundError(errno.ENOENT, "the output folder does not exist", str(folder))
     fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as handle:
