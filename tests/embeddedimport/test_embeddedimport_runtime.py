@@ -36,7 +36,8 @@ print(json.dumps({
     "spec": __spec__.name if __spec__ else None,
     "package": __package__,
     "loader": type(__loader__).__name__,
-    "path01": sys.path[:2],
+    "path0": sys.path[0],
+    "cwd_on_path": "" in sys.path or os.getcwd() in sys.path,
     "app_file": app.__file__,
     "sitecustomized": getattr(sys, "SITECUSTOMIZED", False),
     "later_pth": any(p.endswith("added-by-later-pth") for p in sys.path),
@@ -161,7 +162,8 @@ def test_app_sees_the_same_world_both_ways(
         "spec": "main",
         "package": "",
         "loader": "EmbeddedImporter",
-        "path01": [str(tmp_path), str(exe)],
+        "path0": str(exe),
+        "cwd_on_path": False,
         "app_file": os.path.join(str(exe), "app", "__init__.py"),
         "main_is_module": True,
     }
@@ -171,6 +173,56 @@ def test_app_sees_the_same_world_both_ways(
     # The hook runs the app only after site.py finished: later .pth files, sitecustomize.
     assert got_hook["sitecustomized"] is True
     assert got_hook["later_pth"] is True
+
+
+DECOY_CHECK = b"""\
+import json, os, sys
+try:
+    import only_in_cwd
+    shadow = only_in_cwd.__file__
+except ImportError:
+    shadow = None
+print(json.dumps({"file": __file__, "shadow": shadow, "path0": sys.path[0]}))
+"""
+
+
+@pytest.mark.parametrize("command", [["-m", "main"], ["-c", "import main"]], ids=["-m", "-c"])
+def test_files_in_the_working_folder_do_not_shadow_the_bundle(
+    hook_python: Path, make_exe: MakeExe, tmp_path: Path, command: list[str]
+) -> None:
+    """A double-clicked exe runs its own main.py, not one lying in the working folder."""
+    exe = make_exe([("main.py", DECOY_CHECK)], command=command)
+    work = tmp_path / "Downloads"
+    work.mkdir()
+    (work / "main.py").write_text("raise SystemExit('the working folder main.py ran')\n")
+    (work / "only_in_cwd.py").write_text("")
+    for result in both(hook_python, exe, [], work):
+        assert result.returncode == 0, result.stderr
+        seen = result.json()
+        assert seen == {
+            "file": os.path.join(str(exe), "main.py"),
+            "shadow": None,
+            "path0": str(exe),
+        }
+
+
+def test_a_script_target_gets_its_folder_after_the_bundle(
+    hook_python: Path, make_exe: MakeExe, tmp_path: Path
+) -> None:
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    script = scripts / "run.py"
+    script.write_text(
+        "import sys, helper, beside\n"
+        "print(helper.WHERE, beside.WHERE, sys.path[:2] == [sys.argv[1], sys.argv[2]])\n"
+    )
+    (scripts / "helper.py").write_text("WHERE = 'next to the script'\n")
+    (scripts / "beside.py").write_text("WHERE = 'beside'\n")
+    exe = make_exe([("helper.py", b"WHERE = 'bundle'\n")], command=[str(script)])
+    args = [str(exe), str(scripts)]
+    for result in both(hook_python, exe, args, tmp_path):
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "bundle beside True"
 
 
 def test_double_dash_lets_options_past_cpythons_own_parser(

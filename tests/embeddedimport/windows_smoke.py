@@ -43,7 +43,8 @@ result = {
     "executable": sys.executable,
     "data": files("smokepkg").joinpath("data.txt").read_text().strip(),
     "greeting": smokepkg.greet(),
-    "path1": sys.path[1],
+    "path0": sys.path[0],
+    "cwd_on_path": "" in sys.path or os.getcwd() in sys.path,
 }
 target = os.environ.get("SMOKE_RESULT")
 if target:
@@ -73,12 +74,14 @@ def exepy(*args: str, cwd: Path) -> None:
         raise SystemExit(f"exepy build failed: {done.stderr}")
 
 
-def run_app(exe: Path, args: list[str], dry_run: bool, env: dict[str, str] | None = None):
+def run_app(
+    exe: Path, args: list[str], dry_run: bool, cwd: Path, env: dict[str, str] | None = None
+):
     if dry_run:
         command = [sys.executable, "-m", "embeddedimport", str(exe), *args]
     else:
         command = [str(exe), *args]
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
 
 
 def main() -> int:
@@ -119,9 +122,15 @@ def main() -> int:
             "build", str(windowed), "main.py", "smokepkg", "--base", base, "--force",
             "--windowed", cwd=project,
         )  # fmt: skip
+        # The apps run in a folder holding a decoy main.py and smokepkg, as a Downloads
+        # folder might: the exe must run its own bundle, not these.
+        decoy = Path(tmp) / "Downloads"
+        (decoy / "smokepkg").mkdir(parents=True)
+        (decoy / "main.py").write_text("raise SystemExit('the decoy main.py ran')\n")
+        (decoy / "smokepkg" / "__init__.py").write_text("def greet():\n    return 'decoy'\n")
         try:
             main_file = os.path.join(str(exe), "main.py")
-            done = run_app(exe, ["alpha", "two words"], options.dry_run)
+            done = run_app(exe, ["alpha", "two words"], options.dry_run, decoy)
             print("stdout:", done.stdout.strip(), "\nstderr:", done.stderr.strip())
             check("exit status", done.returncode, 3)
             check("stderr", done.stderr.strip(), "")
@@ -130,16 +139,17 @@ def main() -> int:
             check("__file__", seen.get("file"), main_file)
             check("importlib.resources data", seen.get("data"), "bundled data")
             check("bundled package", seen.get("greeting"), "hi")
-            check("sys.path[1]", seen.get("path1"), str(exe))
+            check("sys.path[0]", seen.get("path0"), str(exe))
+            check("working folder not on sys.path", seen.get("cwd_on_path"), False)
             if not options.dry_run:
                 check("sys.executable", seen.get("executable"), str(exe))
-                dashed = run_app(exe, ["--", "--flag"], options.dry_run)
+                dashed = run_app(exe, ["--", "--flag"], options.dry_run, decoy)
                 argv = json.loads(dashed.stdout.strip().splitlines()[-1])["argv"]
                 check("'--' lets options through", argv[1:], ["--flag"])
 
             result_file = Path(tmp) / "windowed.json"
             env = {**os.environ, "SMOKE_RESULT": str(result_file)}
-            done = run_app(windowed, ["gui"], options.dry_run, env=env)
+            done = run_app(windowed, ["gui"], options.dry_run, decoy, env=env)
             check("windowed exit status", done.returncode, 3)
             seen = json.loads(result_file.read_text()) if result_file.is_file() else {}
             check("windowed sys.argv[1:]", seen.get("argv", [None])[1:], ["gui"])

@@ -10,7 +10,7 @@ and runs ``__main__``. For the start-up hook, which must end the process itself,
 down the way CPython does.
 """
 
-# ruff: noqa: PTH100, PTH109, PTH119, PTH120
+# ruff: noqa: PTH100, PTH119, PTH120
 # (os.path on purpose: bundle paths such as <exe>/pkg/mod.py are not filesystem paths, and
 # pathlib would add an import to every bundled start-up.)
 
@@ -155,12 +155,14 @@ def launch(
 
     The command line is ``command`` (default: the stored resource 201) followed by
     ``user_args``; without either, ``user_args`` alone (``-m MODULE ...``).
-    ``sys.path`` becomes ``[path0, <exe>, ...]`` like CPython with the original's
-    importer (``path0`` is the working directory for ``-m``, ``""`` for ``-c``, the
-    script's directory otherwise; none with ``-P``/``-I``).
+    ``sys.path`` becomes ``[<exe>, ...]`` for ``-m`` and ``-c`` and ``[<exe>, <the
+    script's folder>, ...]`` for a script: the exe runs its own bundle. Unlike CPython's
+    ``-m`` (and the original tool), the working directory is *not* put on ``sys.path``,
+    as with ``python -P``: a double-clicked exe in a Downloads folder must not import a
+    ``main.py`` or a module named like a standard one that happens to lie there.
     ``replace_path0`` drops the current ``sys.path[0]`` first (``python -m
-    embeddedimport`` has one of its own). Exceptions, including ``SystemExit``,
-    propagate from the application as they would from ``python -m``.
+    embeddedimport`` has the working directory there). Exceptions, including
+    ``SystemExit``, propagate from the application as they would from ``python -m``.
     """
     if bundle is None:
         bundle = Bundle.from_executable(executable)
@@ -178,18 +180,11 @@ def launch(
     if replace_path0 and sys.path and not safe_path:
         del sys.path[0]
     install(bundle=bundle, index=0)
-    if not safe_path:
-        sys.path.insert(0, _path0(parsed))
+    if parsed.kind == "script" and not safe_path:
+        # After the exe: the bundle still wins over files next to the script.
+        sys.path.insert(1, os.path.dirname(os.path.abspath(parsed.target)))
     _apply_options(parsed)
     run(parsed)
-
-
-def _path0(command: Command) -> str:
-    if command.kind == "module":
-        return os.getcwd()
-    if command.kind == "code":
-        return ""
-    return os.path.dirname(os.path.abspath(command.target))
 
 
 def _apply_options(command: Command) -> None:
