@@ -16,7 +16,12 @@ from lfs_server.config import ENV_VARS
 from lfs_testlib import Api, cli, free_port, make_data_dir, oid_of
 
 PKG = Path(__file__).resolve().parents[2] / "packages/lfs-server"
-KNOWN = {var for var, *_ in ENV_VARS} | {"LFS_NGINX_BIN", "LFS_HOOK_USER", "LFS_HOOK_PASSWORD"}
+KNOWN = {var for var, *_ in ENV_VARS} | {
+    "LFS_NGINX_BIN",
+    "LFS_HOOK_USER",
+    "LFS_HOOK_PASSWORD",
+    "LFS_FUZZ_EXAMPLES",  # the fuzz test's example count, not a server setting
+}
 
 
 @pytest.mark.parametrize("name", ["deploy/Dockerfile", "deploy/compose.yaml", "README.md"])

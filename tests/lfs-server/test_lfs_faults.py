@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+import stat
 import subprocess
 import tempfile
 import threading
@@ -451,6 +452,7 @@ def test_busy_lock_database_waits_or_answers_retryable_503(busy_db_server: Serve
     retried = create("b/0.bin")  # the client's retry after Retry-After
     assert retried.status_code == 201, retried.text
 
+    assert stat.S_IMODE(db_path.stat().st_mode) == 0o600  # only the server reads locks
     with sqlite3.connect(db_path) as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         rows = db.execute("SELECT path FROM locks ORDER BY path").fetchall()

@@ -102,6 +102,8 @@ class LockDB:
         self.busy_timeout = busy_timeout
         self._local = threading.local()
         path.parent.mkdir(parents=True, exist_ok=True)
+        # Only the server reads locks and counters (SQLite gives -wal/-shm the same mode).
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
         with self._connect() as conn:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(_SCHEMA)
