@@ -124,16 +124,21 @@ def op_counts(model: Any) -> str:
     return ", ".join(f"{op} {k}" for op, k in counts.most_common())
 
 
-def profile_shares(model: bytes, feeds: dict[str, np.ndarray], runs: int) -> str:
+def profile_shares(model: bytes, feeds: dict[str, np.ndarray], runs: int, warmup: int = 3) -> str:
+    """onnxruntime's kernel time per op type over *runs* runs after *warmup* unprofiled ones."""
     with tempfile.TemporaryDirectory() as tmp:
         session = ort_session(model, tmp)
-        for _ in range(runs):
+        for _ in range(warmup + runs):
             session.run(None, feeds)
         path = session.end_profiling()
         events = json.loads(Path(path).read_text())
+    starts = sorted(e["ts"] for e in events if e.get("name") == "model_run")
+    first_kept = starts[warmup] if len(starts) > warmup else 0
     totals: Counter[str] = Counter()
     for event in events:
-        if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time"):
+        name = event.get("name", "")
+        kernel = event.get("cat") == "Node" and name.endswith("_kernel_time")
+        if kernel and event["ts"] >= first_kept:
             totals[event["args"]["op_name"]] += event["dur"]
     whole = sum(totals.values()) or 1
     return ", ".join(f"{op} {100 * t / whole:.1f}%" for op, t in totals.most_common())
@@ -318,9 +323,14 @@ def bench_config(
 def interleaved_times(
     runners: dict[str, Callable[[], Any]], repeats: int
 ) -> dict[str, list[float]]:
-    """Times in ms per runner, measured round-robin so that load spikes hit every row alike."""
+    """Times in ms per runner, measured round-robin so that load spikes hit every row alike.
+
+    Three warm-up runs each: the first runs of a session touch fresh memory for the large
+    intermediate tensors (page faults), which made runs 1-2 up to 2x slower than steady state.
+    """
     for fn in runners.values():
-        fn()
+        for _ in range(3):
+            fn()
     times: dict[str, list[float]] = {k: [] for k in runners}
     for _ in range(repeats):
         for label, fn in runners.items():
