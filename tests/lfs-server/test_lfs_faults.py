@@ -244,9 +244,17 @@ def test_nginx_reload_and_crash_during_download_then_restart(own_server: Server)
     assert leftovers(srv), "the killed nginx should have left its body file"
 
     port = int(srv.url.rsplit(":", 1)[1])
-    for how in ("crash", "SIGTERM"):
+    # Restarted after the crash, after a clean stop, and after a key rotation (SECURITY.md).
+    for how in ("crash", "SIGTERM", "key rotation"):
+        if how == "key rotation":
+            key = srv.data / "secret.key"
+            key.write_bytes(os.urandom(32))
         srv2 = start_server(srv.data, users=False, port=port)
         try:
+            if how == "key rotation":
+                # Old tokens stop working; a fresh batch request gets working ones.
+                old = requests.get(down["href"], headers=down["header"], timeout=60)
+                assert_lfs_error(old, 403, "does not grant")
             if how == "crash":
                 assert "removed 1 unfinished upload" in srv2.log_text()
                 assert not leftovers(srv2)
