@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -204,6 +205,11 @@ def test_crashed_child_is_reported_and_the_rest_stopped(victim: str, other: str)
     assert status == 1
     assert f"{victim} exited unexpectedly" in (srv.data / "serve.log").read_text()
     assert _wait_gone([other_pid])
+    # Nothing of the unit may keep answering on its port (a crashed nginx master's workers).
+    port = int(srv.url.rsplit(":", 1)[1].split("/")[0])
+    with socket.socket() as probe:
+        probe.settimeout(2)
+        assert probe.connect_ex(("127.0.0.1", port)) != 0, "something still listens on the port"
 
 
 def test_no_nginx_dev_mode_roundtrip() -> None:

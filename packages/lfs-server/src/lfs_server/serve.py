@@ -8,6 +8,7 @@ and the other is stopped: the unit never keeps running half-broken.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -221,6 +222,10 @@ class Supervisor:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+            # Each child leads its own process group (start_new_session): a master that
+            # crashed leaves its workers running and holding the port, so end the group too.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
     def run(self) -> int:
         """Start, wait, stop; the exit status of `lfs-server serve`."""
