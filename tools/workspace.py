@@ -55,6 +55,7 @@ class Package:
     module: str
     scripts: tuple[str, ...]
     dependencies: tuple[str, ...]
+    extras: tuple[str, ...]  # every optional dependency, all extras together
     test_group: tuple[str, ...]
 
 
@@ -77,6 +78,11 @@ def packages() -> list[Package]:
                 module=name.replace("-", "_"),
                 scripts=tuple(project.get("scripts", {})),
                 dependencies=tuple(project.get("dependencies", [])),
+                extras=tuple(
+                    dep
+                    for group in project.get("optional-dependencies", {}).values()
+                    for dep in group
+                ),
                 test_group=tuple(data.get("dependency-groups", {}).get("test", [])),
             )
         )
@@ -107,8 +113,7 @@ def env_key() -> str:
         digest.update(pkg.name.encode())
         digest.update(repr(sorted(pkg.dependencies)).encode())
         digest.update(repr(sorted(pkg.test_group)).encode())
-        data = tomllib.loads((pkg.path / "pyproject.toml").read_text())
-        digest.update(repr(data["project"].get("optional-dependencies", {})).encode())
+        digest.update(repr(sorted(pkg.extras)).encode())
     return digest.hexdigest()[:16]
 
 
@@ -148,10 +153,7 @@ def ensure_venv() -> Path:
             run([py, "-m", "pip", "install", "-q", "--upgrade", "pip"])
             requirements = dev_group()
             for pkg in packages():
-                requirements += list(pkg.dependencies) + list(pkg.test_group)
-                data = tomllib.loads((pkg.path / "pyproject.toml").read_text())
-                for extra in data["project"].get("optional-dependencies", {}).values():
-                    requirements += extra
+                requirements += [*pkg.dependencies, *pkg.extras, *pkg.test_group]
             # Workspace packages come from the tree below, not from the registry.
             local = {p.name for p in packages()}
             requirements = sorted({r for r in requirements if _req_name(r) not in local})
