@@ -15,6 +15,7 @@ from werkzeug.exceptions import HTTPException
 from lfs_server import batch_api, locks_api, ops_api, transfer_api
 from lfs_server.config import Config
 from lfs_server.locks import LockDB, classify_db_error
+from lfs_server.metrics import Metrics
 from lfs_server.storage import Store, UnsafeStorePath
 from lfs_server.tokens import TokenSigner, load_or_create_key, proxy_secret
 from lfs_server.validation import ApiError
@@ -39,6 +40,7 @@ def create_app(config: Config) -> Flask:
         signer=TokenSigner(key),
         locks=LockDB(config.locks_path, busy_timeout=config.db_busy_timeout),
         proxy_secret=proxy_secret(key),
+        metrics=Metrics(config.run_dir / "metrics.sqlite3"),
     )
     for blueprint in (batch_api.bp, transfer_api.bp, locks_api.bp, ops_api.bp):
         app.register_blueprint(blueprint)
@@ -134,26 +136,10 @@ def _install_hooks(app: Flask) -> None:
             nbytes,
             elapsed * 1000,
         )
-        increments = [
-            (
-                "lfs_requests_total",
-                f'endpoint="{endpoint}",method="{request.method}",status="{response.status_code}"',
-                1.0,
-            )
-        ]
-        if response.status_code >= 400:
-            increments.append(
-                ("lfs_errors_total", f'endpoint="{endpoint}",status="{response.status_code}"', 1.0)
-            )
-        elif endpoint == "transfer.upload":
-            increments += [
-                ("lfs_upload_bytes_total", "", float(nbytes)),
-                ("lfs_objects_uploaded_total", "", 1.0),
-            ]
-        elif endpoint == "transfer.download":
-            increments.append(("lfs_download_bytes_total", "", float(nbytes)))
         try:
-            app.extensions["lfs"].locks.add_counters(increments)
+            app.extensions["lfs"].metrics.record_request(
+                endpoint, request.method, response.status_code, nbytes
+            )
         except Exception:  # metrics must never break a request
             app.logger.exception("could not update counters")
         return response

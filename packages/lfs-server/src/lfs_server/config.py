@@ -123,7 +123,7 @@ class Config:
 
     @property
     def locks_path(self) -> Path:
-        """The SQLite database of locks (and request counters for /metrics)."""
+        """The SQLite database of locks."""
         return Path(self.locks_db or self.root / "locks.sqlite3").resolve()
 
     @property

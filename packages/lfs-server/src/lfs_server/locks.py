@@ -1,4 +1,4 @@
-"""File locks (the git-lfs locking API) and request counters, in one SQLite database.
+"""File locks (the git-lfs locking API) in an SQLite database.
 
 SQLite from the standard library: every gunicorn worker opens its own connection per
 request; WAL mode lets readers proceed while one writer commits. The UNIQUE(repo, path)
@@ -26,12 +26,6 @@ CREATE TABLE IF NOT EXISTS locks (
     locked_at TEXT NOT NULL,
     ref TEXT,
     UNIQUE (repo, path)
-);
-CREATE TABLE IF NOT EXISTS counters (
-    name TEXT NOT NULL,
-    labels TEXT NOT NULL,
-    value REAL NOT NULL,
-    PRIMARY KEY (name, labels)
 );
 """
 
@@ -64,10 +58,6 @@ class LockExists(Exception):
         self.lock = lock
 
 
-# Counters are best effort: a request never waits long for /metrics bookkeeping.
-_COUNTER_TIMEOUT = 0.25
-
-
 # Below this much free space an SQLite I/O error is taken for a full disk: SQLite reports
 # a full tmpfs as SQLITE_IOERR_SHMSIZE or _WRITE rather than SQLITE_FULL.
 _NEARLY_FULL = 1 << 20
@@ -89,7 +79,7 @@ def classify_db_error(exc: sqlite3.Error, db_path: Path) -> str | None:
 
 
 class LockDB:
-    """Locks and counters in the SQLite file at *path*.
+    """Locks in the SQLite file at *path*.
 
     A writer waits up to *busy_timeout* seconds for another writer (another worker, or an
     operator's `sqlite3` shell) before `sqlite3.OperationalError("database is locked")`,
@@ -102,7 +92,7 @@ class LockDB:
         self.busy_timeout = busy_timeout
         self._local = threading.local()
         path.parent.mkdir(parents=True, exist_ok=True)
-        # Only the server reads locks and counters (SQLite gives -wal/-shm the same mode).
+        # Only the server reads locks (SQLite gives -wal/-shm the same mode).
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
         with self._connect() as conn:
             conn.execute("PRAGMA journal_mode=WAL")
@@ -206,20 +196,3 @@ class LockDB:
                 conn.execute("DELETE FROM locks WHERE id = ?", (lock_id,))
             conn.execute("COMMIT")
         return None if row is None else self._row(row)
-
-    # Counters for /metrics: shared by all gunicorn workers through the same file.
-    def add_counters(self, increments: list[tuple[str, str, float]]) -> None:
-        """Add each (name, labels, amount) to its counter."""
-        with self._connect(min(self.busy_timeout, _COUNTER_TIMEOUT)) as conn:
-            conn.executemany(
-                "INSERT INTO counters (name, labels, value) VALUES (?, ?, ?) "
-                "ON CONFLICT (name, labels) DO UPDATE SET value = value + excluded.value",
-                increments,
-            )
-
-    def counters(self) -> list[tuple[str, str, float]]:
-        """All counters as (name, labels, value)."""
-        with self._connect() as conn:
-            return list(
-                conn.execute("SELECT name, labels, value FROM counters ORDER BY name, labels")
-            )

@@ -6,24 +6,18 @@ from importlib import resources
 
 from flask import Blueprint, Response
 
+from lfs_server.metrics import CONTENT_TYPE
 from lfs_server.web import lfs_response, services
 
 bp = Blueprint("ops", __name__)
-
-_HELP = {
-    "lfs_requests_total": "HTTP requests answered, by endpoint, method and status",
-    "lfs_errors_total": "requests answered with a 4xx/5xx status, by endpoint and status",
-    "lfs_upload_bytes_total": "bytes of objects verified and stored",
-    "lfs_download_bytes_total": "bytes of objects handed out for download (full size per request)",
-    "lfs_objects_uploaded_total": "objects verified and stored",
-}
 
 
 @bp.get("/healthz")
 def healthz() -> Response:
     """200 when the store and the database answer."""
     svc = services()
-    svc.locks.counters()
+    svc.locks.find("", limit=1)
+    svc.metrics.counters()
     return lfs_response({"status": "ok", "store": str(svc.store.repos_dir)})
 
 
@@ -31,27 +25,11 @@ def healthz() -> Response:
 def metrics() -> Response:
     """Counters shared by all workers, plus the objects currently stored."""
     svc = services()
-    lines: list[str] = []
-    seen: set[str] = set()
-    for name, labels, value in svc.locks.counters():
-        if name not in seen:
-            seen.add(name)
-            lines.append(f"# HELP {name} {_HELP.get(name, name)}")
-            lines.append(f"# TYPE {name} counter")
-        lines.append(f"{name}{{{labels}}} {value:.0f}" if labels else f"{name} {value:.0f}")
     count = total = 0
     for obj in svc.store.iter_objects():
         count += 1
         total += obj.size
-    lines += [
-        "# HELP lfs_objects_stored objects in the store",
-        "# TYPE lfs_objects_stored gauge",
-        f"lfs_objects_stored {count}",
-        "# HELP lfs_stored_bytes bytes in the store",
-        "# TYPE lfs_stored_bytes gauge",
-        f"lfs_stored_bytes {total}",
-    ]
-    return Response("\n".join(lines) + "\n", mimetype="text/plain; version=0.0.4")
+    return Response(svc.metrics.render(count, total), mimetype=CONTENT_TYPE)
 
 
 def openapi_text() -> str:

@@ -20,6 +20,7 @@ from flask import Response, current_app, g, request
 
 from lfs_server.config import Config
 from lfs_server.locks import LockDB
+from lfs_server.metrics import Metrics
 from lfs_server.storage import Store
 from lfs_server.tokens import TokenError, TokenSigner
 from lfs_server.users import UserDB, level_rank
@@ -39,6 +40,7 @@ class Services:
     signer: TokenSigner
     locks: LockDB
     proxy_secret: str
+    metrics: Metrics
     _users: UserDB | None = None
     _users_mtime: float = -1.0
     _auth_cache: dict[str, tuple[float, str]] = dataclasses.field(default_factory=dict)
