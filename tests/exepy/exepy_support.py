@@ -16,7 +16,8 @@ from components import missing, require_command
 from exepy.corpus import distlib_launchers, wine_binaries
 from exepy.restree import ResourceId, ResourceKey
 
-HARNESS_DIR = Path(__file__).parent / "harness"
+# The C harnesses live in tools/harness/: tools/demo compiles resdump.c too.
+HARNESS_DIR = Path(__file__).resolve().parents[2] / "tools" / "harness"
 
 
 def launcher(name: str) -> Path:
@@ -58,7 +59,7 @@ class Wine:
     def run(
         self, args: list[str], timeout: float = 60, cwd: Path | None = None
     ) -> subprocess.CompletedProcess[str]:
-        """Run a Windows program; stdout and stderr go through files (see ENVIRONMENT.md)."""
+        """Run a Windows program; output goes through files (wineserver may hold pipes open)."""
         out = self.work / "wine.out"
         err = self.work / "wine.err"
         with open(out, "wb") as o, open(err, "wb") as e:

@@ -1,6 +1,6 @@
 """The demo's path in a CI-sized form: every step of `tools/demo` must pass.
 
-Smaller model and fewer benchmark iterations than `tools/demo`, same code (tools/demo_steps.py).
+Smaller model and fewer benchmark iterations than `tools/demo`, same code (tools/demo_steps/).
 """
 
 from __future__ import annotations

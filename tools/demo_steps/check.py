@@ -1,0 +1,119 @@
+"""Step 2: check and benchmark every exported file on OpenVINO (openvino-runner) and onnxruntime."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from common import say, sh, tool
+
+from .report import Settings, Summary
+
+
+def check_and_bench(settings: Settings, files: dict[str, Path], summary: Summary) -> None:
+    import numpy as np
+    import onnxruntime as ort
+
+    models = settings.out / "models"
+    x = np.load(models / "input.npy")
+    reference = np.load(models / "reference.npy")
+    reports = settings.out / "reports"
+    reports.mkdir(exist_ok=True)
+    for label, path in files.items():
+        say(f"  {label}")
+        feed_arg = f"{_input_name(path)}={models / 'input.npy'}"
+        sh([tool("openvino-runner"), "info", path, "--json", reports / f"{label}.info.json"])
+        sh(
+            [
+                tool("openvino-runner"),
+                "compare",
+                path,
+                "--input",
+                feed_arg,
+                "--json",
+                reports / f"{label}.compare.json",
+            ]
+        )
+        outputs = settings.out / "outputs" / f"{label}.npz"
+        outputs.parent.mkdir(exist_ok=True)
+        sh(
+            [
+                tool("openvino-runner"),
+                "run",
+                path,
+                "--input",
+                feed_arg,
+                "--precision",
+                "f32",
+                "--output",
+                outputs,
+            ]
+        )
+        ov_out = next(iter(np.load(outputs).values()))
+        bench_json = reports / f"{label}.bench.json"
+        sh(
+            [
+                tool("openvino-runner"),
+                "bench",
+                path,
+                "--iterations",
+                str(settings.bench_iterations),
+                "--precision",
+                "f32",
+                "--threads",
+                "2",
+                "--input",
+                feed_arg,
+                "--json",
+                bench_json,
+                "--no-progress",
+            ]
+        )
+        ov_latency = _median_latency_ms(json.loads(bench_json.read_text()))
+
+        row = {
+            "format": label,
+            "runtime": "openvino (f32)",
+            "max_abs_error_vs_pytorch": float(np.max(np.abs(ov_out - reference))),
+            "median_latency_ms": ov_latency,
+        }
+        summary.table.append(row)
+        if summary.facts["models"][label]["DeformConv nodes"]:
+            row["runtime"] = "openvino (f32, DeformConv extension)"
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 2
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        feed = {session.get_inputs()[0].name: x}
+        ort_out = session.run(None, feed)[0]
+        times = []
+        for _ in range(settings.bench_iterations):
+            started = time.perf_counter()
+            session.run(None, feed)
+            times.append((time.perf_counter() - started) * 1000)
+        summary.table.append(
+            {
+                "format": label,
+                "runtime": "onnxruntime",
+                "max_abs_error_vs_pytorch": float(np.max(np.abs(ort_out - reference))),
+                "median_latency_ms": float(np.median(times)),
+            }
+        )
+    worst = max(r["max_abs_error_vs_pytorch"] for r in summary.table)
+    if worst > 1e-3:
+        raise RuntimeError(f"an export differs from PyTorch by {worst:.2e} (> 1e-3)")
+
+
+def _input_name(path: Path) -> str:
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    initializers = {i.name for i in graph.initializer}
+    return next(i.name for i in graph.input if i.name not in initializers)
+
+
+def _median_latency_ms(report: dict[str, Any]) -> float:
+    """The median latency from an `openvino-runner bench --json` report."""
+    return float(report["latency_ms"]["median"])

@@ -1,0 +1,124 @@
+"""Step 4: pack an inference app into a Windows executable (exepy), run it (embeddedimport).
+
+Windows' own resource lookup is checked with the C harness tools/harness/resdump.c (shared
+with exepy's tests), built with mingw-w64 and run under Wine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from common import ROOT, say, sh, tool
+
+from .report import Settings, Summary
+
+APP_MAIN = '''"""A tiny inference app: loads its model from its own bundle, classifies an input."""
+import sys
+from importlib.resources import files
+
+import numpy as np
+import onnxruntime as ort
+
+model = files("demo_app").joinpath("model.onnx").read_bytes()
+session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+inp = session.get_inputs()[0]
+shape = [d if isinstance(d, int) else 1 for d in inp.shape]  # dynamic dims: 1
+x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+logits = session.run(None, {inp.name: x})[0]
+print(f"demo_app: {len(model)} model bytes from the bundle; argv={sys.argv[1:]}; "
+      f"class={int(logits.argmax())}")
+'''
+
+
+def pack_exe(settings: Settings, files: dict[str, Path], summary: Summary) -> None:
+    work = settings.out / "exe"
+    shutil.rmtree(work, ignore_errors=True)
+    app = work / "app"
+    (app / "demo_app").mkdir(parents=True)
+    (app / "main.py").write_text(APP_MAIN)
+    (app / "demo_app" / "__init__.py").write_text('"""The demo app\'s data package."""\n')
+    shutil.copy(files["native-lowered"], app / "demo_app" / "model.onnx")
+    base = find_pe_base()
+    exe = work / "demo_app.exe"
+    sh([tool("exepy"), "build", exe.resolve(), "main.py", "demo_app", "--base", base], cwd=app)
+    listing = sh([tool("exepy"), "list", exe])
+    say("    " + listing.strip().replace("\n", "\n    "))
+    ran = sh([sys.executable, "-m", "embeddedimport", exe, "hello"])
+    say(f"    {ran.strip()}")
+    if "model bytes from the bundle" not in ran:
+        raise RuntimeError(f"the bundled app did not run: {ran}")
+    summary.facts["exe"] = {
+        "base": str(base),
+        "bytes": exe.stat().st_size,
+        "python -m embeddedimport": ran.strip(),
+    }
+    harness = wine_resource_dump(exe, work)
+    summary.facts["exe"]["windows resource lookup"] = harness
+
+
+def find_pe_base() -> Path:
+    """A real Windows executable available offline: pip's own launcher."""
+    import pip
+
+    launchers = sorted(Path(pip.__file__).parent.glob("_vendor/distlib/t64.exe"))
+    if not launchers:
+        raise RuntimeError("no PE base found (pip's distlib launchers are missing)")
+    return launchers[0]
+
+
+def wine_resource_dump(exe: Path, work: Path) -> str:
+    """What Windows' own resource lookup sees, through the Wine harness; skipped without Wine."""
+    import embeddedimport.bundle as bundle
+
+    harness_src = ROOT / "tools" / "harness" / "resdump.c"
+    gcc = shutil.which("x86_64-w64-mingw32-gcc")
+    wine = shutil.which("wine")
+    if not (gcc and wine and harness_src.exists()):
+        return "skipped: Wine, mingw-w64 or the harness source is missing"
+    harness = work / "resdump.exe"
+    sh([gcc, "-municode", "-O2", "-o", harness, harness_src])
+    env = dict(
+        os.environ,
+        WINEPREFIX=str(work / "wineprefix"),
+        WINEDEBUG="-all",
+        WINEDLLOVERRIDES="mscoree,mshtml=",
+        DISPLAY="",
+    )
+    out_file = work / "resdump.txt"
+    # Output through a file, not a pipe: wineserver outlives the program and can keep an
+    # inherited pipe open, so reading the pipe to its end would hang.
+    with open(work / "wine.log", "wb") as log:
+        subprocess.run(
+            [wine, str(harness), _windows_path(exe), _windows_path(out_file)],
+            stdout=log,
+            stderr=log,
+            env=env,
+            timeout=180,
+            check=False,
+        )
+    subprocess.run(["wineserver", "-k"], env=env, check=False, timeout=60)
+    if not out_file.exists():
+        raise RuntimeError(f"the Wine harness wrote nothing: {(work / 'wine.log').read_text()}")
+    wanted = {
+        f"#{bundle.RT_RCDATA}\t#{bundle.BUNDLE_ID}",
+        f"#{bundle.RT_RCDATA}\t#{bundle.COMMAND_ID}",
+    }
+    found = [
+        line
+        for line in out_file.read_text().splitlines()
+        if line.startswith("RES\t") and "\t".join(line.split("\t")[1:3]) in wanted
+    ]
+    if len(found) != 2:
+        raise RuntimeError(
+            f"Windows' resource lookup (Wine) did not find the bundle:\n{out_file.read_text()}"
+        )
+    return "; ".join(" ".join(line.split("\t")[1:5]) for line in found)
+
+
+def _windows_path(path: Path) -> str:
+    """The path Wine's Z: drive gives a Unix path."""
+    return "Z:" + str(path.resolve()).replace("/", "\\")
