@@ -268,3 +268,22 @@ def test_bundle_index_is_built_once_and_lists_directories(make_exe: MakeExe) -> 
     assert {"app", "app/sub", "app/data", "app/data/nested", "nsp"} == set(bundle.directories)
     assert bundle.children("app/data") == ["config.json", "nested"]
     assert bundle.read("app/data/config.json") == b'{"answer": 42}'
+
+
+def test_bundle_lives_with_its_format_and_the_old_names_still_work() -> None:
+    import embeddedimport
+    from embeddedimport import bundle, importer
+
+    assert importer.Bundle is bundle.Bundle is embeddedimport.Bundle
+    assert importer.BundleNotFoundError is bundle.BundleNotFoundError
+    assert embeddedimport.BundleNotFoundError is bundle.BundleNotFoundError
+
+
+def test_resource_support_does_not_import_the_importer() -> None:
+    # _resources needs Bundle only; it used to import it from importer, which imports
+    # _resources back (a circle held together by lazy imports).
+    import subprocess
+
+    code = "import sys, embeddedimport._resources; print('embeddedimport.importer' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

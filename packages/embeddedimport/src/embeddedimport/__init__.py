@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from .bundle import BundleError
-    from .importer import Bundle, BundleNotFoundError, EmbeddedImporter, install, uninstall
+    from .bundle import Bundle, BundleError, BundleNotFoundError
+    from .importer import EmbeddedImporter, install, uninstall
     from .pe import PEFormatError, find_resource, read_resources
     from .runtime import launch
 
@@ -72,8 +72,8 @@ def activate(executable: "str | None" = None, argv: "Sequence[str] | None" = Non
 
 _HOMES = {
     "BundleError": "bundle",
-    "Bundle": "importer",
-    "BundleNotFoundError": "importer",
+    "Bundle": "bundle",
+    "BundleNotFoundError": "bundle",
     "EmbeddedImporter": "importer",
     "install": "importer",
     "uninstall": "importer",

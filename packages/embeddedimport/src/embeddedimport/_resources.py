@@ -16,7 +16,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     from importlib.abc import Traversable, TraversableResources
 
-from .importer import Bundle
+from .bundle import Bundle
 
 __all__ = ["BundleResourceReader", "BundleTraversable"]
 

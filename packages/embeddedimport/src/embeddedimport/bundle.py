@@ -1,6 +1,8 @@
-"""The original exepy resource formats: the file bundle (RT_RCDATA 200) and the command line (201).
+"""The original exepy resources (RT_RCDATA 200 and 201) and :class:`Bundle`, one exe's bundle.
 
-Pure functions from bytes to data and back; no file or PE handling here.
+The format functions are pure, from bytes to data and back. :class:`Bundle` is the
+indexed form the importer serves from: :meth:`Bundle.from_executable` is the one place
+that reads the two resources out of an executable (through :mod:`embeddedimport.pe`).
 
 Bundle (RT_RCDATA id 200, language 0), all integers little-endian ``uint32``::
 
@@ -20,10 +22,17 @@ looked them up with the Windows separator. :func:`pack` therefore writes backsla
 Command line (RT_RCDATA id 201): ``uint32 argc`` then ``argc`` NUL-terminated UTF-16LE strings.
 """
 
+# ruff: noqa: PTH100, PTH116
+# (os.path on purpose: bundle paths such as <exe>/pkg/mod.py are not filesystem paths, and
+# pathlib would add an import to every bundled start-up.)
+
 from __future__ import annotations
 
+import os
 import struct
 import zlib
+
+from .pe import PEFormatError, find_resource
 
 TYPE_CHECKING = False  # not typing's: this module is imported by every bundled start-up
 if TYPE_CHECKING:
@@ -33,7 +42,9 @@ __all__ = [
     "BUNDLE_ID",
     "COMMAND_ID",
     "RT_RCDATA",
+    "Bundle",
     "BundleError",
+    "BundleNotFoundError",
     "normalize_name",
     "pack",
     "pack_command",
@@ -276,3 +287,115 @@ def unpack_command(data: bytes) -> list[str]:
             f"command line has {len(raw) - position} unexpected bytes after {argc} arguments"
         )
     return args
+
+
+class BundleNotFoundError(ImportError):
+    """The executable has no bundle resource (RT_RCDATA 200), or cannot be read as a PE file."""
+
+
+class Bundle:
+    """One executable's bundle: the inflated content and a ``{name: (start, end)}`` index.
+
+    Names are ``/``-separated relative paths. ``directories`` holds every directory that
+    contains a file (``"pkg"``, ``"pkg/sub"``), which is what makes namespace packages
+    and resource directories visible.
+    """
+
+    def __init__(
+        self,
+        executable: str | os.PathLike[str],
+        data: bytes,
+        command: list[str] | None = None,
+        stamp: tuple[int, int] | None = None,
+    ):
+        self.executable = os.path.abspath(os.fspath(executable))
+        self._key = _key(self.executable)
+        self.command = command
+        self.stamp = stamp
+        self._blob, self.files = unpack_index(data)
+        directories: set[str] = set()
+        for name in self.files:
+            cut = name.rfind("/")
+            while cut > 0 and name[:cut] not in directories:
+                directories.add(name[:cut])
+                cut = name.rfind("/", 0, cut)
+        self.directories = frozenset(directories)
+        self._children: dict[str, list[str]] | None = None
+
+    @classmethod
+    def from_executable(
+        cls, executable: str | os.PathLike[str], data: bytes | None = None
+    ) -> Bundle:
+        """Read the bundle (and the stored command line, if any) of a PE file.
+
+        ``data`` is resource 200 when the caller has already read it. Raises
+        :class:`BundleNotFoundError` if the file is not a PE image or has no resource 200,
+        and :class:`~embeddedimport.bundle.BundleError` if a resource is corrupt.
+        """
+        path = os.fspath(executable)
+        try:
+            stat = os.stat(path)
+            if data is None:
+                data = find_resource(path, RT_RCDATA, BUNDLE_ID)
+            command_data = find_resource(path, RT_RCDATA, COMMAND_ID) if data else None
+        except (OSError, PEFormatError) as exc:
+            raise BundleNotFoundError(
+                f"cannot read a bundle from {path!r}: {exc}", path=path
+            ) from None
+        if data is None:
+            raise BundleNotFoundError(
+                f"{path!r} has no bundle: resource RT_RCDATA {BUNDLE_ID} is missing "
+                "(build the executable with exepy)",
+                path=path,
+            )
+        try:
+            command = unpack_command(command_data) if command_data is not None else None
+            return cls(path, data, command, (stat.st_mtime_ns, stat.st_size))
+        except BundleError as exc:
+            raise BundleError(f"{path!r}: {exc}") from None
+
+    def __repr__(self) -> str:
+        return f"<Bundle {self.executable!r}: {len(self.files)} files>"
+
+    def read(self, name: str) -> bytes:
+        """Content of the file ``name`` (``/``-separated); ``KeyError`` if absent."""
+        start, end = self.files[name]
+        return self._blob[start:end]
+
+    def children(self, directory: str) -> list[str]:
+        """Names (not paths) directly inside ``directory`` (``""`` for the top level)."""
+        if self._children is None:
+            table: dict[str, set[str]] = {}
+            for name in (*self.files, *self.directories):
+                parent, _, leaf = name.rpartition("/")
+                table.setdefault(parent, set()).add(leaf)
+            self._children = {key: sorted(value) for key, value in table.items()}
+        return list(self._children.get(directory, ()))
+
+    def path_of(self, name: str) -> str:
+        """The ``<exe>/<name>`` path reported as ``__file__`` (platform separator)."""
+        if not name:
+            return self.executable
+        return self.executable + os.sep + name.replace("/", os.sep)
+
+    def relative(self, path: str | os.PathLike[str]) -> str | None:
+        """``path`` as a bundle name if it is the exe or lies under it, else ``None``."""
+        text = os.fspath(path)
+        if not isinstance(text, str):
+            return None
+        exe = self._key
+        key = _key(text)
+        if key == exe:
+            return ""
+        if key.startswith(exe) and key[len(exe)] in _SEPARATORS:
+            return text[len(exe) + 1 :].replace("\\", "/").strip("/")
+        return None
+
+
+# Either separator after the exe's path, on every OS, as the original's get_data accepted.
+_SEPARATORS = "\\/"
+
+
+def _key(path: str) -> str:
+    """Comparable form of a path: case-folded on Windows, unchanged elsewhere."""
+    return os.path.normcase(path)

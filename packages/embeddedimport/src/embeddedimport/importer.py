@@ -1,14 +1,14 @@
 """The import system for a bundle stored in an executable's resources (PEP 451 protocol only).
 
-:class:`Bundle` reads and indexes resource 200 once (one decompression, dict lookups).
-:class:`EmbeddedImporter` is both the path-entry finder and the loader for one directory
-of a bundle, the way ``zipimporter`` is for a zip file: ``sys.path`` holds the exe's path,
-packages' ``__path__`` hold ``<exe>/<package dir>``, and a path hook installed by
-:func:`install` maps those entries to importers. ``__file__`` is ``<exe path>/<relative
+:class:`EmbeddedImporter` is both the path-entry finder and the loader for one directory of
+a :class:`~embeddedimport.bundle.Bundle` (resource 200, read and indexed once), the way
+``zipimporter`` is for a zip file: ``sys.path`` holds the exe's path, packages'
+``__path__`` hold ``<exe>/<package dir>``, and a path hook installed by :func:`install`
+maps those entries to importers. ``__file__`` is ``<exe path>/<relative
 path>`` (with the platform's separator), as the original importer set it.
 """
 
-# ruff: noqa: PTH100, PTH113, PTH116, PTH117, PTH120
+# ruff: noqa: PTH113, PTH116, PTH117, PTH120
 # (os.path on purpose: bundle paths such as <exe>/pkg/mod.py are not filesystem paths, and
 # pathlib would add an import to every bundled start-up.)
 
@@ -19,8 +19,9 @@ import sys
 from importlib import _bootstrap_external  # frozen: already loaded, costs nothing
 from importlib.machinery import ModuleSpec
 
-from .bundle import BUNDLE_ID, COMMAND_ID, RT_RCDATA, BundleError, unpack_command, unpack_index
-from .pe import PEFormatError, find_resource
+# Bundle and BundleNotFoundError live with the format in .bundle; they are re-exported
+# here because this module has always been where they were imported from.
+from .bundle import Bundle, BundleNotFoundError
 
 # Imports here are paid by every bundled application's start-up: no typing or
 # collections.abc at run time.
@@ -38,118 +39,6 @@ __all__ = [
     "install",
     "uninstall",
 ]
-
-
-class BundleNotFoundError(ImportError):
-    """The executable has no bundle resource (RT_RCDATA 200), or cannot be read as a PE file."""
-
-
-class Bundle:
-    """One executable's bundle: the inflated content and a ``{name: (start, end)}`` index.
-
-    Names are ``/``-separated relative paths. ``directories`` holds every directory that
-    contains a file (``"pkg"``, ``"pkg/sub"``), which is what makes namespace packages
-    and resource directories visible.
-    """
-
-    def __init__(
-        self,
-        executable: str | os.PathLike[str],
-        data: bytes,
-        command: list[str] | None = None,
-        stamp: tuple[int, int] | None = None,
-    ):
-        self.executable = os.path.abspath(os.fspath(executable))
-        self._key = _key(self.executable)
-        self.command = command
-        self.stamp = stamp
-        self._blob, self.files = unpack_index(data)
-        directories: set[str] = set()
-        for name in self.files:
-            cut = name.rfind("/")
-            while cut > 0 and name[:cut] not in directories:
-                directories.add(name[:cut])
-                cut = name.rfind("/", 0, cut)
-        self.directories = frozenset(directories)
-        self._children: dict[str, list[str]] | None = None
-
-    @classmethod
-    def from_executable(
-        cls, executable: str | os.PathLike[str], data: bytes | None = None
-    ) -> Bundle:
-        """Read the bundle (and the stored command line, if any) of a PE file.
-
-        ``data`` is resource 200 when the caller has already read it. Raises
-        :class:`BundleNotFoundError` if the file is not a PE image or has no resource 200,
-        and :class:`~embeddedimport.bundle.BundleError` if a resource is corrupt.
-        """
-        path = os.fspath(executable)
-        try:
-            stat = os.stat(path)
-            if data is None:
-                data = find_resource(path, RT_RCDATA, BUNDLE_ID)
-            command_data = find_resource(path, RT_RCDATA, COMMAND_ID) if data else None
-        except (OSError, PEFormatError) as exc:
-            raise BundleNotFoundError(
-                f"cannot read a bundle from {path!r}: {exc}", path=path
-            ) from None
-        if data is None:
-            raise BundleNotFoundError(
-                f"{path!r} has no bundle: resource RT_RCDATA {BUNDLE_ID} is missing "
-                "(build the executable with exepy)",
-                path=path,
-            )
-        try:
-            command = unpack_command(command_data) if command_data is not None else None
-            return cls(path, data, command, (stat.st_mtime_ns, stat.st_size))
-        except BundleError as exc:
-            raise BundleError(f"{path!r}: {exc}") from None
-
-    def __repr__(self) -> str:
-        return f"<Bundle {self.executable!r}: {len(self.files)} files>"
-
-    def read(self, name: str) -> bytes:
-        """Content of the file ``name`` (``/``-separated); ``KeyError`` if absent."""
-        start, end = self.files[name]
-        return self._blob[start:end]
-
-    def children(self, directory: str) -> list[str]:
-        """Names (not paths) directly inside ``directory`` (``""`` for the top level)."""
-        if self._children is None:
-            table: dict[str, set[str]] = {}
-            for name in (*self.files, *self.directories):
-                parent, _, leaf = name.rpartition("/")
-                table.setdefault(parent, set()).add(leaf)
-            self._children = {key: sorted(value) for key, value in table.items()}
-        return list(self._children.get(directory, ()))
-
-    def path_of(self, name: str) -> str:
-        """The ``<exe>/<name>`` path reported as ``__file__`` (platform separator)."""
-        if not name:
-            return self.executable
-        return self.executable + os.sep + name.replace("/", os.sep)
-
-    def relative(self, path: str | os.PathLike[str]) -> str | None:
-        """``path`` as a bundle name if it is the exe or lies under it, else ``None``."""
-        text = os.fspath(path)
-        if not isinstance(text, str):
-            return None
-        exe = self._key
-        key = _key(text)
-        if key == exe:
-            return ""
-        if key.startswith(exe) and key[len(exe)] in _SEPARATORS:
-            return text[len(exe) + 1 :].replace("\\", "/").strip("/")
-        return None
-
-
-# Either separator after the exe's path, on every OS, as the original's get_data accepted.
-_SEPARATORS = "\\/"
-
-
-def _key(path: str) -> str:
-    """Comparable form of a path: case-folded on Windows, unchanged elsewhere."""
-    return os.path.normcase(path)
 
 
 class EmbeddedImporter:
