@@ -56,8 +56,34 @@ def original_bundle(files: Sequence[tuple[str, bytes]], separator: str = "\\") -
 
 
 def original_command(argv: Sequence[str]) -> bytes:
-    """Resource 201 as the original wrote it: uint32 argc, NUL-terminated UTF-16LE strings."""
-    return struct.pack("<I", len(argv)) + b"".join(a.encode("utf-16-le") + b"\0\0" for a in argv)
+    """Resource 201 as the original wrote it: uint32 argc, then the arguments joined with
+    NUL terminators and put in a ``ctypes.create_unicode_buffer``, which adds one more NUL.
+    """
+    joined = "".join(a + "\0" for a in argv) + "\0"
+    return struct.pack("<I", len(argv)) + joined.encode("utf-16-le", "surrogatepass")
+
+
+def original_extract_command(data: bytes) -> list[str] | None:
+    """How the original's ``extract`` read resource 201 (the same steps, without ctypes).
+
+    It read argc, then each argument up to a UTF-16 NUL, stepped past it, and called the
+    resource corrupted when that step reached the end of the data: a resource must go on
+    after the last argument's terminator. Empty data meant "no command line".
+    """
+    if not data:
+        return None
+    (argc,) = struct.unpack_from("<I", data)
+    body = data[4:] + b"\0\0"  # the sentinel it appended
+    end, position, argv = len(data) - 4, 0, []
+    for _ in range(argc):
+        stop = position
+        while body[stop : stop + 2] != b"\0\0":
+            stop += 2
+        argv.append(body[position:stop].decode("utf-16-le", "surrogatepass"))
+        position = stop + 2
+        if position >= end:
+            raise RuntimeError("command string is corrupted.")
+    return argv
 
 
 def _sort_key(key: int | str) -> tuple[int, int | str]:

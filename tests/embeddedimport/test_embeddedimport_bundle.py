@@ -16,7 +16,7 @@ from embeddedimport.bundle import (
     unpack,
     unpack_command,
 )
-from embeddedimport_testpe import original_bundle, original_command
+from embeddedimport_testpe import original_bundle, original_command, original_extract_command
 
 FILES = [
     ("main.py", b"import pkg.mod\nprint(pkg.mod.VALUE)\n"),
@@ -138,6 +138,25 @@ def test_command_round_trips_and_matches_the_original(argv: list[str]) -> None:
     data = pack_command(argv)
     assert data == original_command(argv)
     assert unpack_command(data) == argv
+    assert original_extract_command(data) == argv
+
+
+def test_command_written_by_the_original_is_read_byte_for_byte() -> None:
+    # b"-m", b"main", then the closing NUL create_unicode_buffer added: written out by hand.
+    original = b"\x02\0\0\0" + b"-\0m\0\0\0" + b"m\0a\0i\0n\0\0\0" + b"\0\0"
+    assert original == original_command(["-m", "main"])
+    assert unpack_command(original) == ["-m", "main"]
+    assert unpack_command(b"\0\0\0\0\0\0") == []  # the original's empty command line
+    assert pack_command(["-m", "main"]) == original
+
+
+def test_command_without_the_closing_nul_is_read_but_the_original_refused_it() -> None:
+    # What earlier builds of exepy wrote: we still read it, the original's extract did not,
+    # which is why pack_command writes the closing NUL.
+    legacy = b"\x02\0\0\0" + b"-\0m\0\0\0" + b"m\0a\0i\0n\0\0\0"
+    assert unpack_command(legacy) == ["-m", "main"]
+    with pytest.raises(RuntimeError, match="corrupted"):
+        original_extract_command(legacy)
 
 
 @pytest.mark.parametrize(

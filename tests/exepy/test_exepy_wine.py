@@ -20,7 +20,7 @@ pytestmark = pytest.mark.wine
 # Added to every base: ids, string names in id and named types, a non-ASCII name.
 ADDED = {
     (10, 200, 0): bytes(range(256)) * 300,
-    (10, 201, 0): b"\x02\0\0\0-\0m\0\0\0m\0a\0i\0n\0\0\0",
+    (10, 201, 0): b"\x02\0\0\0-\0m\0\0\0m\0a\0i\0n\0\0\0\0\0",
     (10, "alpha", 0): b"alpha",
     (10, "al", 0): b"al",
     (10, "AlphaB", 1033): b"alphab",

@@ -19,7 +19,13 @@ The original stored the names as Windows relative paths (``pkg\\mod.py``): its i
 looked them up with the Windows separator. :func:`pack` therefore writes backslashes;
 :func:`unpack` accepts either separator and returns names with ``/``.
 
-Command line (RT_RCDATA id 201): ``uint32 argc`` then ``argc`` NUL-terminated UTF-16LE strings.
+Command line (RT_RCDATA id 201): ``uint32 argc``, ``argc`` NUL-terminated UTF-16LE strings,
+then one more UTF-16 NUL. The original wrote the strings through
+``ctypes.create_unicode_buffer``, whose buffer ends with that extra NUL, and its
+``extract`` relies on it: after each argument it checks that it has not reached the end of
+the resource, so a resource ending right after the last terminator is "corrupted" there.
+:func:`pack_command` therefore writes the trailing NUL; :func:`unpack_command` reads the
+resource with or without it (earlier development builds of exepy wrote none).
 """
 
 # ruff: noqa: PTH100, PTH116
@@ -252,13 +258,15 @@ def pack_command(argv: Sequence[str]) -> bytes:
         if "\0" in arg:
             raise BundleError(f"argument #{index} {arg!r} contains a NUL character")
         parts.append(arg.encode("utf-16-le", "surrogatepass") + b"\0\0")
+    parts.append(b"\0\0")  # the original's closing NUL, which its extract requires
     return b"".join(parts)
 
 
 def unpack_command(data: bytes) -> list[str]:
     """Parse a command-line resource (201) into its arguments.
 
-    Raises :class:`BundleError` when it is truncated, an argument is not terminated, or
+    Accepts the original's layout (a closing NUL after the last argument) and the same
+    without it. Raises :class:`BundleError` when it is truncated, an argument is not terminated, or
     bytes other than zero padding follow the last argument.
     """
     raw = bytes(data)
