@@ -24,7 +24,29 @@ def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, st
 
 
 # -- the onnx wheel's light models, with the outputs onnx ships for them -------------------
+# These models have constant weights, so every class gets the same logit, and most of them
+# end in a Softmax over logits of enormous magnitude (light_squeezenet ~9.5e9, resnet50
+# ~1.3e19, inception_v1 ~1.2e21, bvlc_alexnet ~3.6e12). At 9.5e9 one f32 step is 1024, and a
+# softmax turns a logit difference d into output ratios of up to e^(2d): the probabilities
+# are decided by the order in which an engine sums, not by the model. onnxruntime happens to
+# give exactly equal logits (softmax 0.001 each, the expected file); OpenVINO f32 on AVX-512
+# CPUs sums in another order, its logits spread over 3 steps (3e-7 relative: f32 rounding)
+# and its softmax is 0.0/0.125 (issue 11). Comparing those probabilities with a tolerance
+# tests the rounding of one CPU, not the conversion. So for these models the test compares
+# what is meaningful on every CPU:
+#  - the logits (the Softmax input, exposed as an extra graph output) against onnxruntime's,
+#    with onnx's own model-test tolerance (rtol 1e-3), which f32 rounding cannot break;
+#  - OpenVINO's softmax against a float64 softmax of OpenVINO's own logits: the softmax
+#    itself is well-conditioned in its inputs (x - max(x) is exact for nearby floats), so
+#    this holds tightly whether or not the logits came out equal;
+#  - the probabilities against onnx's expected file only where the maths allows: when even
+#    ROUNDING_STEPS f32 steps of logit error move the softmax by less than onnx's rtol.
 LIGHT = ["squeezenet", "densenet121", "resnet50", "inception_v1", "shufflenet", "bvlc_alexnet"]
+# Which light models end in an ill-conditioned softmax (checked against the rule below, so
+# the strict check cannot silently disappear for a model that allows it).
+ILL_CONDITIONED = {"squeezenet", "resnet50", "inception_v1", "bvlc_alexnet"}
+ONNX_RTOL, ONNX_ATOL = 1e-3, 1e-7  # onnx's model-test rule
+ROUNDING_STEPS = 1000  # generous: deep nets accumulate many roundings in their logits
 
 
 def light_case(name: str) -> tuple[Path, str, np.ndarray, np.ndarray]:
@@ -48,12 +70,46 @@ def light_case(name: str) -> tuple[Path, str, np.ndarray, np.ndarray]:
     return path, graph_input.name, data, expected
 
 
+def softmax64(logits: np.ndarray) -> np.ndarray:
+    """Softmax in float64 with the light models' opset-9 rule (axis 1, the input flattened
+    to 2-D there: squeezenet's (1, 1000, 1, 1) is one row of 1000)."""
+    z = logits.astype(np.float64).reshape(logits.shape[0], -1)
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).reshape(logits.shape)
+
+
+def softmax_is_well_conditioned(logits: np.ndarray) -> bool:
+    """True when ROUNDING_STEPS f32 steps of error in *logits* keep the softmax within
+    onnx's rtol (a logit difference d scales softmax outputs by up to e^(2d) ~ 1 + 2d)."""
+    step = float(np.spacing(np.float32(np.abs(logits).max())))
+    return 2 * ROUNDING_STEPS * step <= ONNX_RTOL
+
+
 @pytest.mark.parametrize("name", LIGHT)
-def test_light_models_match_onnx_expected_outputs(name: str) -> None:
+def test_light_models_match_onnx_expected_outputs(name: str, tmp_path: Path) -> None:
+    import onnx
+    from openvino_runner.compare import run_onnxruntime, softmax_inputs, with_extra_outputs
+
     path, input_name, data, expected = light_case(name)
-    outputs = Runner(path, precision="f32").infer({input_name: data})
-    (got,) = outputs.values()
-    np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-7)  # onnx's model-test rule
+    producers = softmax_inputs(path)
+    if not producers:  # densenet121 ends in a Conv: its output is well-conditioned
+        assert name not in ILL_CONDITIONED
+        (got,) = Runner(path, precision="f32").infer({input_name: data}).values()
+        np.testing.assert_allclose(got, expected, rtol=ONNX_RTOL, atol=ONNX_ATOL)
+        return
+    (logits_name,) = producers.values()
+    exposed = tmp_path / path.name
+    exposed.write_bytes(with_extra_outputs(path, producers))
+    assert [o.name for o in onnx.load(str(exposed)).graph.output][-1] == logits_name
+    prob, logits = Runner(exposed, precision="f32").infer({input_name: data}).values()
+    _, (_, reference_logits) = run_onnxruntime(str(exposed), {input_name: data})
+    np.testing.assert_allclose(logits, reference_logits, rtol=ONNX_RTOL, atol=ONNX_ATOL)
+    np.testing.assert_allclose(prob, softmax64(logits), rtol=1e-5, atol=1e-7)
+    assert prob.shape == expected.shape
+    well_conditioned = softmax_is_well_conditioned(reference_logits)
+    assert well_conditioned == (name not in ILL_CONDITIONED)
+    if well_conditioned:
+        np.testing.assert_allclose(prob, expected, rtol=ONNX_RTOL, atol=ONNX_ATOL)
 
 
 def test_light_model_through_cli_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -65,7 +121,7 @@ def test_light_model_through_cli_files(capsys: pytest.CaptureFixture[str], tmp_p
     assert code == 0 and "top5" in out
     with np.load(tmp_path / "out.npz") as saved:
         (got,) = (saved[k] for k in saved.files)
-    np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-7)
+    np.testing.assert_allclose(got, expected, rtol=ONNX_RTOL, atol=ONNX_ATOL)
 
 
 # -- resnet18: compare and bench (exported here by torch, so marked torch) --------------

@@ -369,6 +369,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if r.top1_agreement is not None:
             line += f", top-1 agree {r.top1_agreement:.0%}, top-{r.k} overlap {r.topk_overlap:.0%}"
         print(line)
+        if r.note:
+            print(f"    why: {r.note}")
     print("result: " + ("all outputs match" if report.passed else "MISMATCH"))
     _write_json(args.json, report.to_dict())
     return 0 if report.passed else 1

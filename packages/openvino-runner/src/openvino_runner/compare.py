@@ -9,12 +9,21 @@ similarity of the flattened outputs; and, for classification-shaped outputs ``(N
 (trailing 1-sized dimensions ignored), top-1 agreement and top-k overlap per row. An output
 passes when ``|actual - expected| <= atol + rtol * |expected|`` everywhere (numpy's
 ``allclose`` rule) and the shapes match.
+
+A failing output that an ONNX ``Softmax`` produces gets a note (:func:`softmax_note`): both
+engines are run once more with the softmax's input exposed, and the note says whether that
+input (the logits) matches and whether the softmax is ill-conditioned. A softmax turns a
+logit difference ``d`` into output ratios of up to ``e**(2*d)``; with logits of ~1e10 (the
+onnx wheel's light models have constant weights) one f32 step is ~1e3, so summation order
+alone decides the outputs, and no tolerance on them means anything.
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,6 +51,7 @@ class OutputComparison:
     topk_overlap: float | None
     k: int | None
     passed: bool
+    note: str | None = None  # why it failed, when that can be told (see softmax_note)
 
 
 @dataclass(frozen=True)
@@ -133,9 +143,10 @@ def compare_arrays(
 
 
 def run_onnxruntime(
-    model: str, feeds: Mapping[str, np.ndarray[Any, Any]]
+    model: str | bytes, feeds: Mapping[str, np.ndarray[Any, Any]], *, label: str | None = None
 ) -> list[tuple[str, np.ndarray[Any, Any]]]:
-    """Run *model* once on onnxruntime's CPU provider; ``(name, array)`` in model order."""
+    """Run *model* (a path, or serialized ONNX bytes named *label* in errors) once on
+    onnxruntime's CPU provider; ``(name, array)`` in model order."""
     try:
         import onnxruntime
     except ImportError:
@@ -152,8 +163,163 @@ def run_onnxruntime(
         wanted = {i.name for i in session.get_inputs()}
         outputs = session.run(names, {k: v for k, v in feeds.items() if k in wanted})
     except Exception as exc:  # onnxruntime raises its own exception types
-        raise RunnerError(f"onnxruntime cannot run {model}: {str(exc).strip()[:500]}") from None
+        what = label or (model if isinstance(model, str) else "the model")
+        raise RunnerError(f"onnxruntime cannot run {what}: {str(exc).strip()[:500]}") from None
     return [(n, np.asarray(o)) for n, o in zip(names, outputs, strict=True)]
+
+
+def f32_step(magnitude: float) -> float:
+    """The gap between adjacent float32 values at *magnitude* (one rounding step)."""
+    return float(np.spacing(np.float32(abs(magnitude))))
+
+
+def softmax_note(
+    name: str,
+    logits_name: str,
+    actual: np.ndarray[Any, Any],
+    expected: np.ndarray[Any, Any],
+    *,
+    atol: float = DEFAULT_ATOL,
+    rtol: float = DEFAULT_RTOL,
+) -> str:
+    """Explain a failing softmax output *name* from its input *logits_name* in both engines.
+
+    *actual* and *expected* are the logits (OpenVINO's and the reference's). The note says
+    how far apart they are (in f32 steps at their magnitude, and relatively), what that
+    difference can do to a softmax (outputs scale by up to ``e**(2*d)`` for a logit
+    difference ``d``), and, when the logits pass the tolerance, that the mismatch is the
+    softmax's conditioning rather than a conversion error.
+    """
+    if actual.shape != expected.shape:
+        return (
+            f"{name} is Softmax({logits_name!r}), whose shapes differ too: "
+            f"{list(actual.shape)} vs reference {list(expected.shape)}"
+        )
+    a = actual.astype(np.float64).ravel()
+    e = expected.astype(np.float64).ravel()
+    if a.size == 0:
+        return f"{name} is Softmax({logits_name!r}), which is empty"
+    magnitude = float(np.abs(e).max())
+    step = f32_step(magnitude)
+    diff = float(np.abs(a - e).max())
+    spread = float(e.max() - e.min())
+    parts = [
+        f"{name} is Softmax({logits_name!r}); the reference's logits reach {magnitude:.4g}, "
+        f"where one f32 step is {step:.3g}"
+    ]
+    if spread <= 4 * step:
+        parts.append(
+            f"they are all equal within f32 rounding (spread {spread:.4g} = "
+            f"{spread / step:.0f} steps), so their softmax is decided by rounding"
+        )
+    if 2 * step >= rtol:
+        parts.append(
+            "the softmax is ill-conditioned: a difference of one f32 step in the logits "
+            f"scales its outputs by up to e^{2 * step:.3g}"
+        )
+    rel = diff / magnitude if magnitude > 0 else 0.0
+    logits_pass = bool(np.all(np.abs(a - e) <= atol + rtol * np.abs(e)))
+    parts.append(
+        f"the logits differ by at most {diff:.4g} ({diff / step if step else 0:.0f} f32 steps, "
+        f"max rel {rel:.3g})"
+    )
+    if logits_pass:
+        parts.append(
+            f"they match within the tolerance (atol {atol:g}, rtol {rtol:g}): the mismatch is "
+            "f32 summation order amplified by the softmax, not a conversion error; compare "
+            "the logits, not the probabilities"
+        )
+    else:
+        parts.append("they do not match within the tolerance either: the difference starts earlier")
+    return "; ".join(parts)
+
+
+def softmax_inputs(path: Path) -> dict[str, str]:
+    """``{graph output: Softmax input}`` for each graph output an ONNX ``Softmax`` produces.
+
+    Empty when the optional ``onnx`` package is missing, the file cannot be parsed, or the
+    model keeps weights in external data (a rewritten copy could not find them).
+    """
+    try:
+        import onnx
+    except ImportError:
+        return {}
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception:  # only extra detail for a report: never worth failing over
+        return {}
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+        return {}
+    outputs = {o.name for o in model.graph.output}
+    return {
+        node.output[0]: node.input[0]
+        for node in model.graph.node
+        if node.op_type == "Softmax"
+        and node.domain in ("", "ai.onnx")
+        and node.output
+        and node.output[0] in outputs
+        and node.input[0] not in outputs  # already compared as an output of its own
+    }
+
+
+def with_extra_outputs(path: Path, names: Mapping[str, str]) -> bytes:
+    """The ONNX model at *path* with the tensors *names* (extra output: typed like the
+    graph output it maps to) appended to its outputs, serialized."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    types = {o.name: o.type.tensor_type.elem_type for o in model.graph.output}
+    for output, tensor in names.items():
+        elem = types.get(output) or onnx.TensorProto.FLOAT
+        model.graph.output.append(onnx.helper.make_tensor_value_info(tensor, elem, None))
+    return bytes(model.SerializeToString())
+
+
+def explain_softmax_failures(
+    runner: Runner,
+    feeds: Mapping[str, np.ndarray[Any, Any]],
+    results: list[OutputComparison],
+    *,
+    atol: float,
+    rtol: float,
+) -> list[OutputComparison]:
+    """*results* with a :func:`softmax_note` on each failed output that a Softmax produces.
+
+    Both engines run the model once more, with the softmax inputs as extra outputs.
+    """
+    producers = softmax_inputs(runner.path)
+    failed = {r.name: producers[r.name] for r in results if not r.passed and r.name in producers}
+    if not failed:
+        return results
+    data = with_extra_outputs(runner.path, failed)
+    with tempfile.TemporaryDirectory(prefix="openvino-runner-") as folder:
+        copy = Path(folder) / runner.path.name
+        copy.write_bytes(data)
+        extra_runner = Runner(
+            copy,
+            runner.device,
+            runner.precision,
+            shapes=runner.shapes,
+            config=runner.extra_config,
+        )
+        got = list(extra_runner.infer(feeds).values())
+    reference = run_onnxruntime(data, feeds, label=f"{runner.path} (logits exposed)")
+    # The extra outputs come last, in the order given (both engines keep ONNX's order);
+    # OpenVINO may name a tensor differently, so match by position.
+    extra = len(failed)
+    logits_of = dict(
+        zip(failed, zip(got[-extra:], (a for _, a in reference[-extra:]), strict=True), strict=True)
+    )
+    explained = []
+    for result in results:
+        if result.name in logits_of:
+            ov_logits, ref_logits = logits_of[result.name]
+            note = softmax_note(
+                result.name, failed[result.name], ov_logits, ref_logits, atol=atol, rtol=rtol
+            )
+            result = replace(result, note=note)
+        explained.append(result)
+    return explained
 
 
 def compare_with_onnxruntime(
@@ -186,6 +352,7 @@ def compare_with_onnxruntime(
             f"OpenVINO gives {len(actual)} outputs and onnxruntime {len(expected)}; "
             "cannot compare them"
         )
+    results = explain_softmax_failures(runner, feeds, results, atol=atol, rtol=rtol)
     precision = runner.properties().get("INFERENCE_PRECISION_HINT", runner.precision or "default")
     return CompareReport(
         model=str(runner.path),

@@ -1,0 +1,84 @@
+"""`compare` on ill-conditioned softmax outputs: it explains a mismatch instead of only failing.
+
+A softmax turns a logit difference d into output ratios of up to e^(2d). When the logits are
+large (the onnx wheel's light models reach ~1e10, where one f32 step is ~1e3) or differ
+among themselves only by rounding, the order in which an engine sums decides the
+probabilities, and two correct engines disagree. `compare` then says so, with numbers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from openvino_runner.cli import main
+from openvino_runner.compare import f32_step, softmax_inputs, softmax_note
+
+pytestmark = pytest.mark.usefixtures("openvino_available")
+
+
+def test_softmax_note_on_the_issue_numbers() -> None:
+    # light_squeezenet on an AVX-512 CPU (issue 11): onnxruntime's logits all 9475688448,
+    # OpenVINO's 9475686400 ... 9475689472 (a relative spread of 3e-7)
+    reference = np.full((1, 1000), 9475688448, np.float32)
+    actual = reference.copy()
+    actual[0, :500] = 9475686400
+    actual[0, 500:508] = 9475689472
+    assert f32_step(9475688448) == 1024
+    note = softmax_note("prob", "r65", actual, reference)
+    assert "Softmax('r65')" in note and "one f32 step is 1.02e+03" in note
+    assert "all equal within f32 rounding (spread 0 = 0 steps)" in note
+    assert "ill-conditioned" in note
+    assert "differ by at most 2048 (2 f32 steps, max rel 2.16e-07)" in note
+    assert "not a conversion error" in note
+
+
+def test_softmax_note_when_the_logits_are_wrong_too() -> None:
+    reference = np.linspace(-3, 3, 10, dtype=np.float32)[None]
+    note = softmax_note("prob", "z", reference + 0.5, reference)
+    assert "ill-conditioned" not in note and "all equal" not in note
+    assert "do not match within the tolerance either" in note
+    assert "not a conversion error" not in note
+
+
+def rounding_softmax_model(path: Path) -> Path:
+    """prob = Softmax(x @ W) where every column of W is a permutation of the same 1024
+    values spanning seven decades: the logits are mathematically equal and ~1e8, so each
+    engine's summation order decides the (saturated) probabilities."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    k, c = 1024, 1000
+    base = (rng.random(k) * 10.0 ** rng.integers(0, 7, k)).astype(np.float32)
+    w = np.stack([rng.permutation(base) for _ in range(c)], axis=1)
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "W"], ["logits"]),
+            helper.make_node("Softmax", ["logits"], ["prob"], axis=-1),
+        ],
+        "rounding_softmax",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, k])],
+        [helper.make_tensor_value_info("prob", TensorProto.FLOAT, [1, c])],
+        [numpy_helper.from_array(w, "W")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def test_compare_explains_a_saturated_softmax(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    model = rounding_softmax_model(tmp_path / "rounding.onnx")
+    assert softmax_inputs(model) == {"prob": "logits"}
+    np.save(tmp_path / "ones.npy", np.ones((1, 1024), np.float32))
+    code = main(["compare", str(model), "--input", str(tmp_path / "ones.npy")])
+    out = capsys.readouterr().out
+    # onnxruntime (MLAS) and OpenVINO (oneDNN) block the 1024-term sums differently, so the
+    # logits differ by a few f32 steps and the one-hot-like softmax flips
+    assert code == 1, out
+    assert "FAIL prob" in out and "MISMATCH" in out
+    (why,) = [line for line in out.splitlines() if line.startswith("    why: ")]
+    assert "prob is Softmax('logits')" in why and "ill-conditioned" in why
+    assert "they match within the tolerance" in why and "not a conversion error" in why
