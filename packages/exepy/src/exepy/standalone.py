@@ -1,0 +1,213 @@
+"""Standalone Windows apps: exepy's launcher + an official CPython runtime + the bundle.
+
+The exe is ``launcher-win-amd64.exe`` (our C, ``packages/exepy/launcher/launcher.c``) with
+
+- resources 200/201: the app's files and command line (the original exepy format, read by
+  embeddedimport at run time and by ``exepy extract``);
+- resource 202: the runtime configuration (DLL name, mode, cache key), UTF-16LE fields
+  each ending in NUL;
+- resource 203 (``--onefile`` only): the runtime's DLLs and ``.pyd`` files, raw deflate,
+  which the launcher unpacks once per user into ``%LOCALAPPDATA%\\exepy\\runtimes\\<key>``;
+- an appended zip: the runtime's compiled standard library plus embeddedimport's sources,
+  which the launcher puts first on an isolated ``sys.path`` (zipimport reads archives
+  with data in front of them).
+
+``--onedir`` writes a folder with ``NAME.exe`` and the runtime's binaries beside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import struct
+import tempfile
+import warnings
+import zipfile
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import embeddedimport
+from embeddedimport import bundle
+
+from exepy import image, winres
+from exepy.build import BuildError, _absolute, _read, collect_files, main_module
+from exepy.editor import ResourceEditor, SignatureRemovedWarning, write_atomic
+from exepy.runtime import Runtime
+
+__all__ = ["CONFIG_ID", "RUNTIME_ID", "StandaloneResult", "build_standalone", "launcher_bytes"]
+
+CONFIG_ID = 202
+"""RT_RCDATA id of the launcher's runtime configuration."""
+RUNTIME_ID = 203
+"""RT_RCDATA id of the onefile runtime payload."""
+LAUNCHER = "launcher-win-amd64.exe"
+_PAYLOAD_MAGIC = b"EXEPYRT1"
+
+
+@dataclass(frozen=True)
+class StandaloneResult:
+    """What :func:`build_standalone` wrote: the exe, the folder (onedir) and the bundle."""
+
+    exe: Path
+    output: Path
+    files: list[str]
+    command: list[str] | None
+    size: int
+    warnings: list[str] = field(default_factory=list)
+
+
+def launcher_bytes() -> bytes:
+    """The launcher shipped inside the exepy wheel."""
+    return resources.files("exepy").joinpath(LAUNCHER).read_bytes()
+
+
+def _embeddedimport_sources() -> list[tuple[str, bytes]]:
+    """embeddedimport's modules as ``("embeddedimport/x.py", source)``, from this install."""
+    folder = Path(embeddedimport.__file__).parent
+    return [
+        (f"embeddedimport/{path.name}", path.read_bytes()) for path in sorted(folder.glob("*.py"))
+    ]
+
+
+def stdlib_zip(runtime: Runtime) -> bytes:
+    """The runtime's standard library zip with embeddedimport's sources added."""
+    try:
+        data = io.BytesIO(runtime.stdlib_zip.read_bytes())
+    except OSError as exc:
+        raise BuildError(f"cannot read {runtime.stdlib_zip}: {exc.strerror}") from None
+    with zipfile.ZipFile(data, "a", compression=zipfile.ZIP_DEFLATED) as archive:
+        present = set(archive.namelist())
+        for name, source in _embeddedimport_sources():
+            if name in present:
+                raise BuildError(f"the runtime's standard library already has {name}")
+            archive.writestr(name, source)
+    return data.getvalue()
+
+
+def runtime_payload(runtime: Runtime) -> bytes:
+    """The binaries of *runtime* in the launcher's resource 203 format."""
+    parts = [_PAYLOAD_MAGIC]
+    files = runtime.binaries()
+    parts.append(struct.pack("<I", len(files)))
+    for path in files:
+        raw = path.read_bytes()
+        packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+        packed = packer.compress(raw) + packer.flush()
+        name = path.name.encode("utf-16-le")
+        parts.append(struct.pack("<H", len(name) // 2) + name)
+        parts.append(struct.pack("<II", len(raw), len(packed)) + packed)
+    return b"".join(parts)
+
+
+def _config(runtime: Runtime, mode: str, key: str) -> bytes:
+    return "".join(f"{value}\0" for value in (runtime.dll, mode, key)).encode("utf-16-le")
+
+
+def build_standalone(
+    output: Path,
+    main: Path,
+    inputs: Sequence[Path] = (),
+    *,
+    runtime: Runtime,
+    onefile: bool = False,
+    name: str | None = None,
+    command: bool = True,
+    icon: Path | None = None,
+    version: Mapping[str, str] | None = None,
+    manifest: Path | None = None,
+    windowed: bool = False,
+    force: bool = False,
+    cwd: Path | None = None,
+) -> StandaloneResult:
+    """Build a standalone app: *output* is the exe (onefile) or a folder (onedir).
+
+    Nothing is written unless everything succeeds; *output* must not exist unless *force*.
+    """
+    cwd = _absolute(cwd or Path.cwd())
+    target = _absolute(cwd / output)
+    if target.exists() and not force:
+        raise BuildError(f"{os.fspath(output)} already exists; pass --force to overwrite it")
+    if not target.parent.is_dir():
+        raise BuildError(f"the output folder {target.parent} does not exist; create it first")
+    if onefile and target.is_dir():
+        raise BuildError(f"the output {os.fspath(output)} is a folder; give the exe's file name")
+    if not onefile and target.exists() and not target.is_dir():
+        raise BuildError(f"the output {os.fspath(output)} is a file; --onedir writes a folder")
+    files = collect_files(main, inputs, cwd)
+    contents = []
+    for file_name, path in files:
+        try:
+            contents.append((file_name, path.read_bytes()))
+        except OSError as exc:
+            raise BuildError(f"cannot read {file_name}: {exc.strerror}") from None
+    try:
+        blob = bundle.pack(contents)
+    except bundle.BundleError as exc:
+        raise BuildError(str(exc)) from None
+    argv = ["-m", main_module(files[0][0])] if command else None
+
+    editor = ResourceEditor(launcher_bytes(), source=LAUNCHER)
+    editor.set(bundle.RT_RCDATA, bundle.BUNDLE_ID, blob)
+    if argv is not None:
+        editor.set(bundle.RT_RCDATA, bundle.COMMAND_ID, bundle.pack_command(argv))
+    if onefile:
+        payload = runtime_payload(runtime)
+        digest = hashlib.sha256(payload).hexdigest()[:16]
+        key = f"{Path(runtime.dll).stem}-{runtime.version}-{digest}"
+        editor.set(bundle.RT_RCDATA, RUNTIME_ID, payload)
+        editor.set(bundle.RT_RCDATA, CONFIG_ID, _config(runtime, "onefile", key))
+    else:
+        editor.set(bundle.RT_RCDATA, CONFIG_ID, _config(runtime, "onedir", ""))
+    try:
+        if icon is not None:
+            winres.apply_icon(editor, _read(icon, cwd, "icon"))
+        if version:
+            winres.apply_version_info(editor, version)
+        if manifest is not None:
+            winres.apply_manifest(editor, _read(manifest, cwd, "manifest"))
+    except winres.ResourceFormatError as exc:
+        raise BuildError(str(exc)) from None
+    if windowed:
+        editor.subsystem = image.IMAGE_SUBSYSTEM_WINDOWS_GUI
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SignatureRemovedWarning)
+        data = editor.to_bytes() + stdlib_zip(runtime)
+    notes = [str(w.message) for w in caught]
+    names = [file_name for file_name, _ in files]
+
+    if onefile:
+        write_atomic(target, data)
+        return StandaloneResult(target, target, names, argv, len(data), notes)
+    exe_name = (name or Path(names[0]).stem) + ".exe"
+    _write_folder(target, exe_name, data, runtime, force=force)
+    return StandaloneResult(target / exe_name, target, names, argv, len(data), notes)
+
+
+def _write_folder(
+    target: Path, exe_name: str, exe: bytes, runtime: Runtime, *, force: bool
+) -> None:
+    """Fill a temporary folder beside *target*, then rename it into place."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    old: Path | None = None
+    try:
+        (staging / exe_name).write_bytes(exe)
+        (staging / exe_name).chmod(0o755)
+        for path in runtime.binaries():
+            shutil.copyfile(path, staging / path.name)
+        staging.chmod(0o755)
+        if target.exists() and force:
+            old = target.with_name(f".{target.name}.old-{os.getpid()}")
+            target.rename(old)
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if old is not None and not target.exists():
+            old.rename(target)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
