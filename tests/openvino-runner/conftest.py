@@ -23,6 +23,10 @@ import numpy as np
 import pytest
 from components import missing, require_module
 
+# Model builders shared by several test files live next to this file (ovr_testmodels.py);
+# pytest's importlib mode does not put this folder on sys.path.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 # Wheels whose bundled ONNX files the tests use, pinned so the models never change.
 RAPIDOCR = ("rapidocr-openvino", "1.4.4")
 SILERO = ("silero-vad", "6.2.3")

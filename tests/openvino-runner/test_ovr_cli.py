@@ -11,39 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from openvino_runner.cli import main
+from ovr_testmodels import two_input_model
 
 pytestmark = pytest.mark.usefixtures("openvino_available")
-
-
-def two_input_model(path: Path, outputs: tuple[str, str] = ("y", "z")) -> Path:
-    """y = a * 2 + cast(b) with a: f32[?,4], b: i64[?,4]; z = relu(a).
-
-    *outputs* renames the two outputs (y, z)."""
-    from onnx import TensorProto, helper
-
-    nodes = [
-        helper.make_node("Cast", ["b"], ["bf"], to=TensorProto.FLOAT),
-        helper.make_node("Mul", ["a", "two"], ["a2"]),
-        helper.make_node("Add", ["a2", "bf"], [outputs[0]]),
-        helper.make_node("Relu", ["a"], [outputs[1]]),
-    ]
-    two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
-    graph = helper.make_graph(
-        nodes,
-        "two_inputs",
-        [
-            helper.make_tensor_value_info("a", TensorProto.FLOAT, ["n", 4]),
-            helper.make_tensor_value_info("b", TensorProto.INT64, ["n", 4]),
-        ],
-        [
-            helper.make_tensor_value_info(outputs[0], TensorProto.FLOAT, ["n", 4]),
-            helper.make_tensor_value_info(outputs[1], TensorProto.FLOAT, ["n", 4]),
-        ],
-        [two],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    path.write_bytes(model.SerializeToString())
-    return path
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from openvino_runner.cli import main
 from openvino_runner.compare import f32_step, softmax_inputs, softmax_note
+from ovr_testmodels import rounding_softmax_model
 
 pytestmark = pytest.mark.usefixtures("openvino_available")
 
@@ -40,31 +41,6 @@ def test_softmax_note_when_the_logits_are_wrong_too() -> None:
     assert "ill-conditioned" not in note and "all equal" not in note
     assert "do not match within the tolerance either" in note
     assert "not a conversion error" not in note
-
-
-def rounding_softmax_model(path: Path) -> Path:
-    """prob = Softmax(x @ W) where every column of W is a permutation of the same 1024
-    values spanning seven decades: the logits are mathematically equal and ~1e8, so each
-    engine's summation order decides the (saturated) probabilities."""
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(0)
-    k, c = 1024, 1000
-    base = (rng.random(k) * 10.0 ** rng.integers(0, 7, k)).astype(np.float32)
-    w = np.stack([rng.permutation(base) for _ in range(c)], axis=1)
-    graph = helper.make_graph(
-        [
-            helper.make_node("MatMul", ["x", "W"], ["logits"]),
-            helper.make_node("Softmax", ["logits"], ["prob"], axis=-1),
-        ],
-        "rounding_softmax",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, k])],
-        [helper.make_tensor_value_info("prob", TensorProto.FLOAT, [1, c])],
-        [numpy_helper.from_array(w, "W")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    path.write_bytes(model.SerializeToString())
-    return path
 
 
 def test_compare_explains_a_saturated_softmax(

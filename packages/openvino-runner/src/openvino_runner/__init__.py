@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from openvino_runner.benchmark import BenchmarkResult
 from openvino_runner.deformconv import deform_conv_extension
 from openvino_runner.errors import (
     ConversionError,
@@ -16,7 +17,7 @@ from openvino_runner.errors import (
     RunnerError,
 )
 from openvino_runner.inputs import ImageOptions, InputSpec
-from openvino_runner.runner import BenchmarkResult, ModelInfo, PortInfo, Runner
+from openvino_runner.runner import ModelInfo, PortInfo, Runner
 
 try:
     __version__: str = version("openvino-runner")

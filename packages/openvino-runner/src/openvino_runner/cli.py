@@ -322,7 +322,7 @@ def _describe(name: str, array: np.ndarray[Any, Any]) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     runner = _runner(args)
     feeds = runner.prepare(_inputs(args), seed=args.seed, image=_image(args))
-    outputs = runner.infer(feeds)
+    outputs = runner.run(feeds)
     print(f"device: {args.device}, {_precision_note(runner)}")
     print("inputs:")
     for name, array in feeds.items():

@@ -302,7 +302,7 @@ def explain_softmax_failures(
             shapes=runner.shapes,
             config=runner.extra_config,
         )
-        got = list(extra_runner.infer(feeds).values())
+        got = list(extra_runner.run(feeds).values())
     reference = run_onnxruntime(data, feeds, label=f"{runner.path} (logits exposed)")
     # The extra outputs come last, in the order given (both engines keep ONNX's order);
     # OpenVINO may name a tensor differently, so match by position.
@@ -341,7 +341,7 @@ def compare_with_onnxruntime(
             f"comparing against onnxruntime needs an .onnx model, got {runner.path.name}"
         )
     feeds = runner.prepare(inputs, seed=seed, image=image)
-    actual = runner.infer(feeds)
+    actual = runner.run(feeds)
     expected = run_onnxruntime(str(runner.path), feeds)
     results = [
         compare_arrays(name, got, ref, atol=atol, rtol=rtol, top_k=top_k)

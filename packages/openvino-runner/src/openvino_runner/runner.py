@@ -1,36 +1,61 @@
 """The typed API: :class:`Runner` reads, describes, compiles, runs and benchmarks a model.
 
-OpenVINO is imported on first use (``import openvino`` costs ~0.5 s), so importing this
-module, and answering ``openvino-runner --help``, stays instant.
+This module owns the model's life (read, reshape, compile, infer); reading failures are
+explained by :mod:`openvino_runner.diagnostics` and the timing loops live in
+:mod:`openvino_runner.benchmark`. Inputs are prepared once (:meth:`Runner.prepare`, rules
+in :mod:`openvino_runner.inputs`) and prepared inputs are run as they are
+(:meth:`Runner.run`). OpenVINO is imported on first use (``import openvino`` costs ~0.5 s),
+so importing this module, and answering ``openvino-runner --help``, stays instant.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from openvino_runner.benchmark import (
+    BenchmarkResult,
+    Progress,
+    check_limits,
+    latency_summary,
+    measure,
+)
 from openvino_runner.deformconv import ONNX_OP_TYPE, deform_conv_extension
-from openvino_runner.errors import ConversionError, InputError, ModelFileError, RunnerError
+from openvino_runner.diagnostics import (
+    FORMATS,
+    by_count,
+    conversion_error,
+    conversion_failures,
+    onnx_nodes,
+    source_op_counts,
+)
+from openvino_runner.errors import InputError, ModelFileError, RunnerError
 from openvino_runner.inputs import Dim, Feeds, ImageOptions, InputSpec, prepare_inputs
+
+# Also re-exported here from the modules they moved to: BenchmarkResult, latency_summary
+# (benchmark), FORMATS, conversion_failures, onnx_nodes (diagnostics).
+__all__ = [
+    "FORMATS",
+    "HINTS",
+    "PRECISIONS",
+    "BenchmarkResult",
+    "ModelInfo",
+    "PortInfo",
+    "Runner",
+    "conversion_failures",
+    "latency_summary",
+    "onnx_nodes",
+]
 
 PRECISIONS = ("f32", "bf16", "f16")
 HINTS = ("latency", "throughput")
-# Formats OpenVINO reads, by suffix: (format name, whether reading converts it).
-FORMATS = {
-    ".xml": ("OpenVINO IR", False),
-    ".onnx": ("ONNX", True),
-    ".pb": ("TensorFlow frozen graph", True),
-    ".tflite": ("TensorFlow Lite", True),
-    ".pdmodel": ("PaddlePaddle", True),
-}
 # Device properties worth reporting after compilation (what OpenVINO actually chose).
 EFFECTIVE_PROPERTIES = (
     "INFERENCE_PRECISION_HINT",
@@ -78,45 +103,6 @@ class ModelInfo:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class BenchmarkResult:
-    """What :meth:`Runner.benchmark` measured; times in milliseconds unless named ``_s``."""
-
-    model: str
-    device: str
-    hint: str
-    requests: int
-    iterations: int
-    duration_s: float
-    throughput_fps: float
-    latency_ms: dict[str, float]
-    compile_time_s: float
-    first_inference_ms: float
-    cache_dir: str | None
-    cache_hit: bool | None
-    input_shapes: dict[str, list[int]]
-    properties: dict[str, str]
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dictionary."""
-        return asdict(self)
-
-
-def latency_summary(latencies_ms: Sequence[float]) -> dict[str, float]:
-    """Median, p90, p99, min, max and mean of *latencies_ms*."""
-    values = np.asarray(latencies_ms, dtype=np.float64)
-    if values.size == 0:
-        return {}
-    return {
-        "median": float(np.median(values)),
-        "p90": float(np.percentile(values, 90)),
-        "p99": float(np.percentile(values, 99)),
-        "min": float(values.min()),
-        "max": float(values.max()),
-        "mean": float(values.mean()),
-    }
-
-
 def _dims(partial_shape: Any) -> tuple[Dim, ...] | None:
     if partial_shape.rank.is_dynamic:
         return None
@@ -150,104 +136,6 @@ def _dtype(element_type: Any) -> np.dtype[Any]:
         return np.dtype(element_type.to_dtype())
     except (RuntimeError, TypeError, ValueError):
         return np.dtype(np.float32)  # bf16 and packed types have no numpy dtype
-
-
-_FAILED_OP = re.compile(
-    r"^-- (?P<op>\S+?)-(?P<opset>\d+) with a message:\n(?P<msg>.*?)(?=^-- |^Summary:|\Z)",
-    re.M | re.S,
-)
-_NODE = re.compile(r"<Node\((?P<op>[^)]*)\): (?P<node>[^>]*)>")
-_VALIDATING = re.compile(r"^While validating ONNX node '<[^>]*>':\s*")
-_NO_RULE = re.compile(r"No conversion rule found for operations: (?P<ops>.*)")
-
-
-def onnx_nodes(path: Path) -> list[tuple[str, str]] | None:
-    """``(op_type, node name or first output)`` of every ONNX node, subgraphs included.
-
-    ``None`` when the optional ``onnx`` package is missing or cannot parse *path*.
-    """
-    try:
-        import onnx
-    except ImportError:
-        return None
-    try:
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception:  # only extra detail for a report: never worth failing over
-        return None
-    found: list[tuple[str, str]] = []
-
-    def walk(graph: Any) -> None:
-        for node in graph.node:
-            found.append((node.op_type, node.name or (node.output[0] if node.output else "?")))
-            for attr in node.attribute:
-                if attr.HasField("g"):
-                    walk(attr.g)
-                for sub in attr.graphs:
-                    walk(sub)
-
-    walk(model.graph)
-    return found
-
-
-def conversion_failures(message: str, path: Path | None = None) -> list[tuple[str, str, str]]:
-    """Parse OpenVINO's conversion report into ``(op, node, reason)`` triples."""
-    failures: list[tuple[str, str, str]] = []
-    for match in _FAILED_OP.finditer(message):
-        body = match.group("msg")
-        node = _NODE.search(body)
-        # A Python converter's error is followed by "At:" and a traceback: keep what precedes.
-        head = re.split(r"^\s*At:\s*$", body, maxsplit=1, flags=re.M)[0]
-        lines = [ln.strip() for ln in head.splitlines() if ln.strip()]
-        reason = _VALIDATING.sub("", lines[-1]).strip() if lines else ""
-        failures.append(
-            (
-                f"{match.group('op')} (opset {match.group('opset')})",
-                node.group("node") if node else "?",
-                reason,
-            )
-        )
-    rule = _NO_RULE.search(message)
-    if rule:
-        for item in rule.group("ops").split(","):
-            op, _, opset = item.strip().rpartition("-")
-            every = (onnx_nodes(path) if path is not None else None) or []
-            nodes = [name for op_type, name in every if op_type == op]
-            failures.append(
-                (
-                    f"{op} (opset {opset})",
-                    ", ".join(nodes[:5]) or "?",
-                    "OpenVINO has no conversion rule for this op",
-                )
-            )
-    return failures
-
-
-def _conversion_error(path: Path, exc: Exception) -> RunnerError:
-    text = str(exc)
-    failures = conversion_failures(text, path)
-    if failures:
-        lines = [f"OpenVINO cannot convert {path}:"]
-        lines += [f"  op {op} at node {node!r}: {reason}" for op, node, reason in failures]
-        return ConversionError("\n".join(lines), failures)
-    if "format" in text.lower() and "supported" in text.lower():
-        known = ", ".join(f"{s} ({n})" for s, (n, _) in FORMATS.items())
-        return ModelFileError(
-            f"OpenVINO cannot read {path}: not a model format it knows; expected one of {known} "
-            "or a TensorFlow SavedModel folder"
-        )
-    tail = text.strip().splitlines()[-1] if text.strip() else type(exc).__name__
-    return ConversionError(f"OpenVINO cannot read {path}: {tail}")
-
-
-def _by_count(counts: Counter[str]) -> dict[str, int]:
-    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
-def _source_op_counts(path: Path) -> dict[str, int] | None:
-    if path.suffix.lower() != ".onnx":
-        return None
-    nodes = onnx_nodes(path)
-    return None if nodes is None else _by_count(Counter(op for op, _ in nodes))
 
 
 class Runner:
@@ -323,7 +211,7 @@ class Runner:
         try:
             model = self.core.read_model(str(self.path))
         except RuntimeError as exc:
-            raise _conversion_error(self.path, exc) from None
+            raise conversion_error(self.path, exc) from None
         if self.shapes:
             self._apply_shapes(model, self.shapes)
         return model
@@ -384,9 +272,9 @@ class Runner:
             converted=converted,
             inputs=ports(model.inputs, "input"),
             outputs=ports(model.outputs, "output"),
-            op_counts=_by_count(counts),
+            op_counts=by_count(counts),
             custom_conversions=dict(self._custom),
-            source_op_counts=_source_op_counts(self.path),
+            source_op_counts=source_op_counts(self.path),
         )
 
     def input_specs(self) -> list[InputSpec]:
@@ -475,12 +363,26 @@ class Runner:
         seed: int = 0,
         image: ImageOptions | None = None,
     ) -> dict[str, np.ndarray[Any, Any]]:
-        """Run one inference; returns a copy of every output by name.
+        """Prepare *inputs* and run one inference; returns a copy of every output by name.
 
         *inputs* maps input names to arrays or ``.npy``/``.npz``/image paths; missing inputs
-        get seeded random data (see :mod:`openvino_runner.inputs`).
+        get seeded random data (see :mod:`openvino_runner.inputs`). Same as
+        ``run(prepare(inputs, seed=seed, image=image))``.
         """
-        feeds = self.prepare(inputs, seed=seed, image=image)
+        return self.run(self.prepare(inputs, seed=seed, image=image))
+
+    def run(self, feeds: Mapping[str, np.ndarray[Any, Any]]) -> dict[str, np.ndarray[Any, Any]]:
+        """Run one inference on *feeds* as :meth:`prepare` returned them (not checked again).
+
+        Only the set of names is checked: a compiled model fed a dict that misses an input
+        may run on uninitialised memory instead of failing.
+        """
+        expected = [spec.name for spec in self.input_specs()]
+        if sorted(feeds) != sorted(expected):
+            raise InputError(
+                f"run() needs one prepared array per input ({', '.join(map(repr, expected))}), "
+                f"got {', '.join(map(repr, feeds)) or 'none'}; use prepare() or infer()"
+            )
         if self._request is None:
             self._request = self.compiled.create_infer_request()
         request = self._request
@@ -504,7 +406,7 @@ class Runner:
         inputs: Feeds | None = None,
         seed: int = 0,
         image: ImageOptions | None = None,
-        progress: Callable[[int, float], None] | None = None,
+        progress: Progress | None = None,
     ) -> BenchmarkResult:
         """Measure latency and throughput.
 
@@ -514,14 +416,7 @@ class Runner:
         number); otherwise one request runs synchronously in a loop. *progress*, if given,
         is called as ``progress(done, elapsed_s)`` a few times per second.
         """
-        if iterations is not None and iterations < 1:
-            raise RunnerError(f"iterations must be at least 1, got {iterations}")
-        if time_s is not None and time_s <= 0:
-            raise RunnerError(f"time must be positive, got {time_s}")
-        if requests is not None and requests < 1:
-            raise RunnerError(f"requests must be at least 1, got {requests}")
-        if iterations is None and time_s is None:
-            time_s = 10.0
+        check_limits(iterations, time_s, requests)
         feeds = self.prepare(inputs, seed=seed, image=image)
         compiled = self.compiled
         props = self.properties()
@@ -531,43 +426,34 @@ class Runner:
             requests = optimal if hint == "throughput" else 1
         ov = _openvino()
         tensors = {n: ov.Tensor(_contiguous(a)) for n, a in feeds.items()}
-        stop_at = float("inf") if time_s is None else time_s
-        limit = iterations if iterations is not None else 2**62
-
-        first = compiled.create_infer_request()
-        for name, tensor in tensors.items():
-            first.set_tensor(name, tensor)
-        started = time.perf_counter()
-        first.infer()
-        first_ms = (time.perf_counter() - started) * 1000.0
-
-        if requests == 1:
-            latencies, count, duration = _sync_loop(first, limit, stop_at, progress)
-        else:
-            latencies, count, duration = _async_loop(
-                ov, compiled, tensors, requests, limit, stop_at, progress
-            )
+        seen = measure(
+            ov,
+            compiled,
+            tensors,
+            requests=requests,
+            iterations=iterations,
+            time_s=time_s,
+            progress=progress,
+        )
         assert self.compile_time_s is not None
         props["REQUESTS"] = str(requests)
+        duration = seen.duration_s
         return BenchmarkResult(
             model=str(self.path),
             device=self.device,
             hint=hint,
             requests=requests,
-            iterations=count,
+            iterations=seen.iterations,
             duration_s=duration,
-            throughput_fps=count / duration if duration > 0 else 0.0,
-            latency_ms=latency_summary(latencies),
+            throughput_fps=seen.iterations / duration if duration > 0 else 0.0,
+            latency_ms=latency_summary(seen.latencies_ms),
             compile_time_s=self.compile_time_s,
-            first_inference_ms=first_ms,
+            first_inference_ms=seen.first_inference_ms,
             cache_dir=str(self.cache_dir) if self.cache_dir is not None else None,
             cache_hit=self.cache_hit,
             input_shapes={n: list(a.shape) for n, a in feeds.items()},
             properties=props,
         )
-
-
-_PROGRESS_EVERY_S = 0.25
 
 
 def _property_text(value: Any) -> str:
@@ -578,84 +464,3 @@ def _property_text(value: Any) -> str:
         return str(value.get_type_name())
     text = str(value)
     return text.rsplit(".", 1)[-1] if type(value).__module__.startswith("openvino") else text
-
-
-def _sync_loop(
-    request: Any,
-    limit: int,
-    stop_at: float,
-    progress: Callable[[int, float], None] | None,
-) -> tuple[list[float], int, float]:
-    """One request, inferred back to back; latency is wall time around ``infer()``."""
-    clock = time.perf_counter
-    infer = request.infer
-    latencies: list[float] = []
-    record = latencies.append
-    count = 0
-    start = t0 = clock()
-    next_report = start + _PROGRESS_EVERY_S
-    while count < limit:
-        infer()
-        t1 = clock()
-        record(t1 - t0)
-        count += 1
-        t0 = t1
-        if t1 - start >= stop_at:
-            break
-        if progress is not None and t1 >= next_report:
-            progress(count, t1 - start)
-            next_report = t1 + _PROGRESS_EVERY_S
-    duration = clock() - start
-    if progress is not None:
-        progress(count, duration)
-    return [s * 1000.0 for s in latencies], count, duration
-
-
-def _async_loop(
-    ov: Any,
-    compiled: Any,
-    tensors: Mapping[str, Any],
-    requests: int,
-    limit: int,
-    stop_at: float,
-    progress: Callable[[int, float], None] | None,
-) -> tuple[list[float], int, float]:
-    """*requests* jobs of an ``AsyncInferQueue``; latency is each request's own ``latency``.
-
-    A request's latency is read when it comes back idle, not in a Python callback: with a
-    Python callback set, OpenVINO 2026.4 aborts or hangs at exit after the queue is freed.
-    """
-    queue = ov.AsyncInferQueue(compiled, requests)
-    for i in range(len(queue)):
-        for name, tensor in tensors.items():
-            queue[i].set_tensor(name, tensor)
-    latencies: list[float] = []
-    record = latencies.append
-    started: set[int] = set()
-    clock = time.perf_counter
-    start_async = queue.start_async
-    idle_request = queue.get_idle_request_id
-    count = 0
-    start = clock()
-    next_report = start + _PROGRESS_EVERY_S
-    while count < limit:
-        idle = idle_request()
-        if idle in started:
-            record(queue[idle].latency)
-        else:
-            started.add(idle)
-        start_async()
-        count += 1
-        now = clock()
-        if now - start >= stop_at:
-            break
-        if progress is not None and now >= next_report:
-            progress(count, now - start)
-            next_report = now + _PROGRESS_EVERY_S
-    queue.wait_all()
-    duration = clock() - start
-    for idle in sorted(started):
-        record(queue[idle].latency)
-    if progress is not None:
-        progress(count, duration)
-    return latencies, count, duration
