@@ -76,7 +76,7 @@ def test_build_then_extract(project: Path, capsys: pytest.CaptureFixture[str]) -
         assert (project / "out" / name).read_bytes() == content
     # Extracting again refuses to overwrite.
     code, _, err = run_cli(["extract", "app.exe", "-o", "out"], capsys)
-    assert code == 1 and "already exists" in err
+    assert code == 2 and "already exists" in err
 
 
 def test_list_shows_the_tree(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -227,7 +227,7 @@ def test_user_errors(
         pytest.skip("on Windows the running python.exe is the default base")
     before = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
     code, _, err = run_cli(args, capsys)
-    assert code == 1
+    assert code == 2
     assert message in err
     assert "Traceback" not in err
     after = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
@@ -237,7 +237,7 @@ def test_user_errors(
 def test_existing_output_needs_force(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (project / "app.exe").write_bytes(b"keep me")
     code, _, err = run_cli(["build", "app.exe", "app.py", "--base", "base.exe"], capsys)
-    assert code == 1 and "--force" in err
+    assert code == 2 and "--force" in err
     assert (project / "app.exe").read_bytes() == b"keep me"
     assert run_cli(["build", "app.exe", "app.py", "--base", "base.exe", "--force"], capsys)[0] == 0
     assert bundled(project / "app.exe")[1] == ["-m", "app"]
@@ -249,16 +249,16 @@ def test_build_into_a_missing_folder_names_the_folder(
     before = sorted(p.name for p in project.iterdir())
     target = str(Path("no-such") / "app.exe")
     code, _, err = run_cli(["build", target, "app.py", "--base", "base.exe"], capsys)
-    assert code == 1
+    assert code == 2
     # the folder as an absolute path (which on Windows may spell the temp folder differently)
     assert "the output folder " in err and f"{os.sep}no-such does not exist; create it" in err
     assert ".tmp" not in err and "Traceback" not in err
     # a file where the folder should be, and a folder where the exe should be
     target = str(Path("app.py") / "app.exe")
     code, _, err = run_cli(["build", target, "app.py", "--base", "base.exe"], capsys)
-    assert code == 1 and f"{os.sep}app.py is a file, not a folder" in err
+    assert code == 2 and f"{os.sep}app.py is a file, not a folder" in err
     code, _, err = run_cli(["build", "pkg", "app.py", "--base", "base.exe", "--force"], capsys)
-    assert code == 1 and "the output pkg is a folder; give the exe's file name" in err
+    assert code == 2 and "the output pkg is a folder; give the exe's file name" in err
     assert sorted(p.name for p in project.iterdir()) == before
 
 
@@ -277,14 +277,14 @@ def test_extract_into_a_file_is_refused(project: Path, capsys: pytest.CaptureFix
     assert run_cli(["build", "app.exe", "app.py", "pkg", "--base", "base.exe"], capsys)[0] == 0
     app = (project / "app.py").read_bytes()
     code, out, err = run_cli(["extract", "app.exe", "-o", "app.py"], capsys)
-    assert code == 1 and out == ""
+    assert code == 2 and out == ""
     assert "-o must be a folder, but app.py is a file" in err and "Traceback" not in err
     assert (project / "app.py").read_bytes() == app
     # a bundled folder whose name is taken by a file: refused before anything is written
     (project / "out").mkdir()
     (project / "out" / "pkg").write_text("a file")
     code, out, err = run_cli(["extract", "app.exe", "-o", "out"], capsys)
-    assert code == 1
+    assert code == 2
     assert f"{os.sep}{Path('out', 'pkg')} is a file, not a folder" in err
     assert sorted(p.name for p in (project / "out").iterdir()) == ["pkg"]
 
@@ -338,12 +338,12 @@ def test_bat_python_side(
     )
     assert proc.returncode == 3
     assert proc.stdout == "args ['a b', 'c']\n"
-    assert run_cli(["bat", "tool.py"], capsys)[0] == 1  # exists: needs --force
+    assert run_cli(["bat", "tool.py"], capsys)[0] == 2  # exists: needs --force
     assert run_cli(["bat", "tool.py", "--admin", "-o", "admin.bat"], capsys)[0] == 0
     assert (tmp_path / "admin.bat").read_bytes().startswith(build.BAT_ADMIN_LINE.encode() + b"\r\n")
     (tmp_path / "bom.py").write_bytes(b"\xef\xbb\xbfprint(1)\n")
     code, _, err = run_cli(["bat", "bom.py"], capsys)
-    assert code == 1 and "byte-order mark" in err
+    assert code == 2 and "byte-order mark" in err
     assert not (tmp_path / "bom.bat").exists()
 
 

@@ -28,6 +28,9 @@ def _parser() -> argparse.ArgumentParser:
         ),
         epilog="Example: python -m embeddedimport dist/app.exe --verbose input.txt",
     )
+    parser.add_argument(
+        "--version", action="store_true", help="print embeddedimport's version and exit"
+    )
     parser.add_argument("executable", metavar="APP.exe", help="an executable built by exepy")
     parser.add_argument(
         "args",
@@ -41,6 +44,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the bundle; returns the exit status (``SystemExit`` from the app propagates)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["--version"]:
+        from . import __version__
+
+        print(f"embeddedimport {__version__}")
+        return 0
     if arguments[:1] in (["-h"], ["--help"]) or not arguments:
         _parser().print_help(sys.stdout if arguments else sys.stderr)
         return 0 if arguments else 2

@@ -174,10 +174,19 @@ def build_exe(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SignatureRemovedWarning)
         data = editor.to_bytes()
-    write_atomic(output_path, data)
+    write_output(output_path, data, output)
     return BuildResult(
         output_path, [name for name, _ in files], argv, [str(w.message) for w in caught]
     )
+
+
+def write_output(target: Path, data: bytes, given: Path) -> None:
+    """Write *target* atomically; an OSError names *given* (the user's path), never the
+    temporary file it goes through."""
+    try:
+        write_atomic(target, data)
+    except OSError as exc:
+        raise BuildError(f"cannot write {os.fspath(given)}: {exc.strerror or exc}") from None
 
 
 def _check_output_folder(given: Path, target: Path) -> None:
@@ -248,7 +257,10 @@ def extract(exe: Path, directory: Path, *, force: bool = False) -> Extracted:
         targets.append((target, content))
     for target, content in targets:
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(target, content, mode=0o644)
+        try:
+            write_atomic(target, content, mode=0o644)
+        except OSError as exc:
+            raise BuildError(f"cannot write {target}: {exc.strerror or exc}") from None
     return found
 
 
@@ -297,4 +309,8 @@ def write_bat(
     target = output or script.with_suffix(".bat")
     if target.exists() and not force:
         raise BuildError(f"{os.fspath(target)} already exists; pass --force to overwrite it")
-    return write_atomic(target, bat_polyglot(source, admin=admin))
+    data = bat_polyglot(source, admin=admin)
+    try:
+        return write_atomic(target, data)
+    except OSError as exc:
+        raise BuildError(f"cannot write {os.fspath(target)}: {exc.strerror or exc}") from None

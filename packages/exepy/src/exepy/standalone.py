@@ -35,8 +35,8 @@ import embeddedimport
 from embeddedimport import bundle
 
 from exepy import image, winres
-from exepy.build import BuildError, _absolute, _read, collect_files, main_module
-from exepy.editor import ResourceEditor, SignatureRemovedWarning, write_atomic
+from exepy.build import BuildError, _absolute, _read, collect_files, main_module, write_output
+from exepy.editor import ResourceEditor, SignatureRemovedWarning
 from exepy.runtime import Runtime
 
 __all__ = ["CONFIG_ID", "RUNTIME_ID", "StandaloneResult", "build_standalone", "launcher_bytes"]
@@ -181,10 +181,13 @@ def build_standalone(
     names = [file_name for file_name, _ in files]
 
     if onefile:
-        write_atomic(target, data)
+        write_output(target, data, output)
         return StandaloneResult(target, target, names, argv, len(data), notes)
     exe_name = (name or Path(names[0]).stem) + ".exe"
-    _write_folder(target, exe_name, data, runtime, force=force)
+    try:
+        _write_folder(target, exe_name, data, runtime, force=force)
+    except OSError as exc:
+        raise BuildError(f"cannot write {os.fspath(output)}: {exc.strerror or exc}") from None
     return StandaloneResult(target / exe_name, target, names, argv, len(data), notes)
 
 

