@@ -289,7 +289,8 @@ def run_model(runtime: str, model: onnx.ModelProto, feeds: dict[str, np.ndarray]
         return session.run(None, {name: feeds[name] for name in names})[0]
     require_module("openvino")
     compiled = _ov_compiled(data)
-    names = [next(iter(i.get_names())) for i in compiled.inputs]
+    # OpenVINO may give an input several names (an internal node's too): match the feed's.
+    names = [next(n for n in sorted(i.get_names()) if n in feeds) for i in compiled.inputs]
     return np.asarray(compiled({name: feeds[name] for name in names})[compiled.output(0)])
 
 

@@ -9,15 +9,36 @@ import torch only when called.
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from deform_conv2d_onnx_exporter.graph import DeformConvSpec, build_deform_conv
-from deform_conv2d_onnx_exporter.lower import LoweringError, lower_deform_conv
+if TYPE_CHECKING:
+    from deform_conv2d_onnx_exporter.graph import DeformConvSpec, build_deform_conv
+    from deform_conv2d_onnx_exporter.lower import LoweringError, lower_deform_conv
 
 try:
     __version__: str = version("deform-conv2d-onnx-exporter")
 except PackageNotFoundError:  # running from a source tree or a bundle without metadata
     __version__ = "0.0.0"
+
+# numpy and onnx load on first use of these names, so that the console script's --help and
+# `python -m deform_conv2d_onnx_exporter --help` import neither.
+_LAZY = {
+    "DeformConvSpec": "deform_conv2d_onnx_exporter.graph",
+    "build_deform_conv": "deform_conv2d_onnx_exporter.graph",
+    "LoweringError": "deform_conv2d_onnx_exporter.lower",
+    "lower_deform_conv": "deform_conv2d_onnx_exporter.lower",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 def register_deform_conv2d_onnx_op(
@@ -27,13 +48,29 @@ def register_deform_conv2d_onnx_op(
     columns: str = "auto",
     variant: str | None = None,
 ) -> None:
-    """Register the TorchScript-exporter symbolic for ``torchvision::deform_conv2d``.
+    """Make plain ``torch.onnx.export(...)`` export ``torchvision::deform_conv2d``, both exporters.
 
-    See :func:`deform_conv2d_onnx_exporter.torchscript.register_deform_conv2d_onnx_op`.
+    The 1.2.0 call, unchanged. ``dynamo=False``: registers the TorchScript symbolic
+    (:func:`deform_conv2d_onnx_exporter.torchscript.register_deform_conv2d_onnx_op`, opsets
+    12 and up). The dynamo exporter (torch's default): installs the checked drop-in
+    (:mod:`deform_conv2d_onnx_exporter.dropin`), which decomposes at the requested opset and
+    raises before writing anything it cannot produce validly. *use_gathernd* and
+    *enable_openvino_patch* are accepted for 1.2.0 compatibility and change nothing.
     """
+    from deform_conv2d_onnx_exporter import dropin
     from deform_conv2d_onnx_exporter.torchscript import register_deform_conv2d_onnx_op as register
 
     register(use_gathernd, enable_openvino_patch, columns=columns, variant=variant)
+    dropin.install(columns=columns, variant=variant)
+
+
+def unregister_deform_conv2d_onnx_op() -> None:
+    """Undo :func:`register_deform_conv2d_onnx_op` (both exporters)."""
+    from deform_conv2d_onnx_exporter import dropin
+    from deform_conv2d_onnx_exporter.torchscript import unregister_deform_conv2d_onnx_op as undo
+
+    undo()
+    dropin.uninstall()
 
 
 def export(model: Any, args: tuple[Any, ...], f: Any = None, **kwargs: Any) -> Any:
@@ -67,4 +104,5 @@ __all__ = [
     "lower_deform_conv",
     "make_deform_conv2d_translation",
     "register_deform_conv2d_onnx_op",
+    "unregister_deform_conv2d_onnx_op",
 ]

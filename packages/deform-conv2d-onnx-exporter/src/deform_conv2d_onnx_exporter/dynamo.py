@@ -31,6 +31,17 @@ from deform_conv2d_onnx_exporter.graph import (
 DEFAULT_OPSET = 20
 #: First opset with ONNX DeformConv.
 NATIVE_OPSET = 19
+#: torch's dynamo exporter builds every graph at this opset or above and converts down to a
+#: lower ``opset_version`` afterwards (onnx's version converter).
+TORCHLIB_OPSET = 18
+
+
+class ExportError(ValueError):
+    """The exporter produced a model that is not what was asked for; nothing was written."""
+
+
+class OpsetConversionError(ExportError):
+    """torch could not convert the model down to the requested opset; nothing was written."""
 
 
 class OnnxscriptEmitter:
@@ -63,11 +74,16 @@ def _static_kernel(weight: Any) -> tuple[int, int]:
     return int(dims[2]), int(dims[3])
 
 
-def _static_hw(value: Any) -> tuple[int | None, int | None] | None:
+def _static_dims(value: Any) -> tuple[int | None, ...] | None:
     dims = list(getattr(value, "shape", None) or [])
     if len(dims) != 4:
         return None
-    return tuple(d if isinstance(d, int) else None for d in dims[2:])  # type: ignore[return-value]
+    return tuple(d if isinstance(d, int) else None for d in dims)
+
+
+def _static_hw(value: Any) -> tuple[int | None, int | None] | None:
+    dims = _static_dims(value)
+    return None if dims is None else (dims[2], dims[3])
 
 
 def make_deform_conv2d_translation(
@@ -76,10 +92,14 @@ def make_deform_conv2d_translation(
     """Return a translation of ``torchvision::deform_conv2d`` emitting operators valid at *opset*.
 
     Use it as ``custom_translation_table={torch.ops.torchvision.deform_conv2d.default: fn}``
-    with ``torch.onnx.export(..., dynamo=True, opset_version=opset)``.
+    with ``torch.onnx.export(..., dynamo=True, opset_version=opset)``. The variant follows
+    *opset* (GatherND below 16); the operators are written in the form of the opset torch
+    builds the graph at (at least 18), because torch converts the whole graph down to
+    *opset* afterwards.
     """
-    resolve_variant(variant, opset)  # reject bad values now, not at export time
+    resolved = resolve_variant(variant, opset)  # reject bad values now, not at export time
     columns_for_output_size(columns, None)
+    emit_opset = max(opset, TORCHLIB_OPSET)
 
     def torchvision_deform_conv2d(
         input: Any,
@@ -101,28 +121,33 @@ def make_deform_conv2d_translation(
         dtype = np.dtype(np.float32)
         if getattr(input, "dtype", None) is not None:
             dtype = np.dtype(input.dtype.numpy())
-        spec = DeformConvSpec(
-            kernel_shape=_static_kernel(weight),
-            strides=(stride_h, stride_w),
-            pads=(pad_h, pad_w, pad_h, pad_w),
-            dilations=(dilation_h, dilation_w),
-            group=groups,
-            offset_group=offset_groups,
-            has_mask=bool(use_mask),
+        spec = DeformConvSpec.from_torchvision(
+            _static_kernel(weight),
+            stride_h,
+            stride_w,
+            pad_h,
+            pad_w,
+            dilation_h,
+            dilation_w,
+            groups,
+            offset_groups,
+            use_mask,
             has_bias=bias is not None,
             dtype=dtype,
-            columns=columns_for_output_size(columns, _static_hw(offset)),
+            columns=columns,
+            offset_hw=_static_hw(offset),
+            input_shape=_static_dims(input),
         )
         return build_deform_conv(
-            OnnxscriptEmitter(opset),
+            OnnxscriptEmitter(emit_opset),
             spec,
             input,
             weight,
             offset,
             mask if use_mask else None,
             bias,
-            opset=opset,
-            variant=variant,
+            opset=emit_opset,
+            variant=resolved,
         )
 
     return torchvision_deform_conv2d
@@ -190,14 +215,15 @@ def export(
                 "the TorchScript exporter (dynamo=False) has no native DeformConv; "
                 "use decompose=True"
             )
+        from deform_conv2d_onnx_exporter.dropin import original_torch_onnx_export
         from deform_conv2d_onnx_exporter.torchscript import register_deform_conv2d_onnx_op
 
         register_deform_conv2d_onnx_op(columns=columns, variant=variant)
         buffer = io.BytesIO()
-        torch.onnx.export(
+        original_torch_onnx_export()(
             model,
             args,
-            buffer,  # type: ignore[arg-type]  # the TorchScript exporter accepts file objects
+            buffer,  # the TorchScript exporter accepts file objects
             opset_version=opset,
             dynamo=False,
             input_names=input_names,
@@ -216,41 +242,161 @@ def export(
             torch.ops.torchvision.deform_conv2d.default,
             make_deform_conv2d_translation(opset, columns, variant),
         )
-    program = torch.onnx.export(
+    call = {
+        "opset": opset,
+        "table": table,
+        "input_names": input_names,
+        "output_names": output_names,
+        **kwargs,
+    }
+    try:
+        program = export_checked(model, args, None, dynamic_shapes=dynamic_shapes, **call)
+    except Exception as exc:
+        if not _data_dependent(exc) or not isinstance(model, torch.nn.Module):
+            raise
+        # A data-dependent Python branch (EDVR's `if offset_absmean > 50: logger.warning`)
+        # stops torch.export; draft_export traces through it with the example's value. A
+        # draft program serves one export only (a second fails in torch), so make it here.
+        program = export_checked(
+            _draft_program(model, args, dynamic_shapes, kwargs.get("kwargs")),
+            (),
+            None,
+            dynamic_shapes=None,
+            **{k: v for k, v in call.items() if k != "kwargs"},
+        )
+    save_program(program, f, kwargs)
+    return program.model_proto
+
+
+def _data_dependent(exc: BaseException) -> bool:
+    """True when *exc* (or its cause) is torch.export stopping on a data-dependent branch."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        name = type(seen).__name__
+        if name in ("GuardOnDataDependentSymNode", "DataDependentOutputException") or (
+            "GuardOnDataDependentSymNode" in str(seen)
+            or "data-dependent" in str(seen).lower()
+            or "data dependent" in str(seen).lower()
+        ):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _draft_program(model: Any, args: tuple[Any, ...], dynamic_shapes: Any, kwargs: Any) -> Any:
+    import warnings
+
+    import torch
+
+    program = torch.export.draft_export(
+        model, tuple(args), kwargs=kwargs, dynamic_shapes=dynamic_shapes
+    )
+    warnings.warn(
+        "torch.export stopped on a data-dependent branch; exported with "
+        "torch.export.draft_export instead, which keeps the branch taken for the example "
+        "inputs (see the report in the ExportedProgram's _report)",
+        UserWarning,
+        stacklevel=3,
+    )
+    return program
+
+
+def export_checked(
+    model: Any,
+    args: tuple[Any, ...],
+    f: Any,
+    *,
+    opset: int,
+    table: Mapping[Any, Any],
+    **kwargs: Any,
+) -> Any:
+    """Run torch's dynamo exporter and refuse a model that is not what was asked for.
+
+    The one path to torch's dynamo exporter for both :func:`export` and the drop-in
+    ``torch.onnx.export`` (:mod:`.dropin`): it exports without writing, checks that the
+    model is at *opset*, holds no ``DeformConv`` below opset 19 and passes
+    ``onnx.checker`` (full), then writes *f* (if any) the way torch would. Raises
+    :class:`ExportError` before anything is written.
+    """
+    from deform_conv2d_onnx_exporter.dropin import original_torch_onnx_export
+
+    save_options = {k: kwargs.pop(k) for k in _SAVE_OPTIONS if k in kwargs}
+    program = original_torch_onnx_export()(
         model,
         args,
         None,
         opset_version=opset,
         dynamo=True,
-        dynamic_shapes=dynamic_shapes,
-        input_names=input_names,
-        output_names=output_names,
-        custom_translation_table=table or None,
+        custom_translation_table=dict(table) or None,
         **kwargs,
     )
     if program is None:  # torch returns None only for dynamo=False
-        raise RuntimeError("torch.onnx.export(dynamo=True) returned no ONNXProgram")
-    proto = program.model_proto
+        raise ExportError("torch.onnx.export(dynamo=True) returned no ONNXProgram")
+    check_written(program.model_proto, opset)
+    save_program(program, f, save_options)
+    return program
+
+
+_SAVE_OPTIONS = ("export_params", "keep_initializers_as_inputs", "external_data")
+
+
+def check_written(proto: Any, opset: int) -> None:
+    """Raise :class:`ExportError` unless *proto* is a valid model at *opset*."""
+    import onnx
+
+    from deform_conv2d_onnx_exporter.lower import count_deform_conv
+
     written = next((e.version for e in proto.opset_import if e.domain in ("", "ai.onnx")), opset)
     if written != opset:
         # torch exports at opset 18 and converts down with onnx's version converter, which
         # has no down-adapter for some operators (Shape below opset 15, for one). The model
         # is valid but not at the opset asked for: say so instead of writing it.
-        raise ValueError(
+        raise OpsetConversionError(
             f"the dynamo exporter wrote opset {written}, not the requested opset {opset} "
-            "(onnx's version converter could not convert the model down); use dynamo=False "
+            "(onnx's version converter could not convert the model down: it has no "
+            "down-adapter for Reshape below opset 14 or Shape below 15); use dynamo=False "
             f"(the TorchScript exporter supports opsets {MIN_OPSET}-20) "
-            f"or opset_version >= {written}"
+            f"or opset_version >= {written}; nothing was written"
         )
-    if f is not None:
-        onnx.save(proto, f)
-    return proto
+    if written < NATIVE_OPSET and count_deform_conv(proto):
+        raise ExportError(
+            f"the exported model holds ONNX DeformConv at opset {written} (it exists from "
+            f"opset {NATIVE_OPSET}); a custom_translation_table entry for "
+            "torchvision::deform_conv2d overrode the decomposition; nothing was written"
+        )
+    if proto.ByteSize() < 2**31 - 1:  # larger protos cannot be checked in memory
+        try:
+            onnx.checker.check_model(proto, full_check=True)
+        except Exception as exc:
+            raise ExportError(
+                f"the exported model fails onnx.checker: {str(exc).splitlines()[0]}; "
+                "nothing was written"
+            ) from exc
+
+
+def save_program(program: Any, f: Any, options: Mapping[str, Any]) -> None:
+    """Write *program* to *f* as ``torch.onnx.export`` does (a path, or a file object)."""
+    import onnx
+
+    if f is None:
+        return
+    if hasattr(f, "write"):
+        onnx.save(program.model_proto, f)
+        return
+    program.save(
+        f,
+        include_initializers=options.get("export_params", True),
+        keep_initializers_as_inputs=options.get("keep_initializers_as_inputs", False),
+        external_data=options.get("external_data", True),
+    )
 
 
 __all__ = [
     "DEFAULT_OPSET",
     "MIN_OPSET",
     "NATIVE_OPSET",
+    "ExportError",
+    "OpsetConversionError",
     "deform_conv2d_translation",
     "export",
     "make_deform_conv2d_translation",

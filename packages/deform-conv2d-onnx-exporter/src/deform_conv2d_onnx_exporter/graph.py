@@ -20,8 +20,10 @@ Two named variants:
   come from one ``GatherND`` and are weighted (bilinear weight times mask folded together
   first) before they meet the channels.
 
-All shapes that can vary (batch, height, width) come from ``Shape`` ops; only the kernel
-shape, strides, pads, dilations and groups are baked in.
+Shapes known at export time (:attr:`DeformConvSpec.input_shape`) are folded: the sampling
+grid's base, the normalisation and every reshape target become constants, computed in float64
+and rounded once. Dimensions that can vary (batch, height, width) come from ``Shape`` ops at
+run time through the same formulas.
 """
 
 from __future__ import annotations
@@ -70,8 +72,8 @@ class Emitter(Protocol[V]):
 class DeformConvSpec:
     """The static attributes of one DeformConv (ONNX opset 19/22 naming).
 
-    ``pads`` is ``(top, left, bottom, right)``; only the leading pads move the sampling
-    grid (the output size is taken from the offset tensor at run time).
+    ``pads`` is ``(top, left, bottom, right)``; the leading pads move the sampling grid and
+    all four set the output size (computed from the input's height and width).
     """
 
     kernel_shape: tuple[int, int]
@@ -85,6 +87,9 @@ class DeformConvSpec:
     dtype: np.dtype[Any] = _FLOAT32
     #: How the columns meet the weight: ``"conv"`` (grouped 1x1 Conv) or ``"matmul"``.
     columns: str = "conv"
+    #: The input's (N, C, H, W) as far as it is known at export time (None: dynamic). Known
+    #: dimensions are folded into constants; unknown ones are read with ``Shape`` at run time.
+    input_shape: tuple[int | None, int | None, int | None, int | None] | None = None
 
     def __post_init__(self) -> None:
         def positive_pair(name: str, value: tuple[int, ...], length: int, minimum: int) -> None:
@@ -107,10 +112,64 @@ class DeformConvSpec:
             raise ValueError(
                 f"DeformConv columns must be one of {COLUMN_OPS}, got {self.columns!r}"
             )
+        if self.input_shape is not None and (
+            len(self.input_shape) != 4
+            or not all(
+                d is None or (isinstance(d, int | np.integer) and d >= 1) for d in self.input_shape
+            )
+        ):
+            raise ValueError(
+                "DeformConv input_shape must be 4 positive integers or None, "
+                f"got {self.input_shape!r}"
+            )
         if np.dtype(self.dtype) not in _FLOAT_DTYPES:
             raise ValueError(
                 f"DeformConv input dtype must be float16, float32 or float64, got {self.dtype}"
             )
+
+    @classmethod
+    def from_torchvision(
+        cls,
+        kernel_shape: tuple[int, int],
+        stride_h: int,
+        stride_w: int,
+        pad_h: int,
+        pad_w: int,
+        dilation_h: int,
+        dilation_w: int,
+        groups: int,
+        offset_groups: int,
+        use_mask: bool,
+        *,
+        has_bias: bool,
+        dtype: np.dtype[Any],
+        columns: str,
+        offset_hw: tuple[int | None, int | None] | None,
+        input_shape: tuple[int | None, ...] | None,
+    ) -> DeformConvSpec:
+        """The spec of one ``torchvision::deform_conv2d`` call (its scalar arguments in order).
+
+        Both torch front ends (TorchScript symbolic, onnxscript translation) receive
+        ``(input, weight, offset, mask, bias, stride_h, stride_w, pad_h, pad_w, dilation_h,
+        dilation_w, groups, offset_groups, use_mask)``; this is the one place that maps it.
+        torchvision pads symmetrically. *columns* ``"auto"`` is resolved from *offset_hw*.
+        """
+        shape = None
+        if input_shape is not None and len(input_shape) == 4:
+            shape = tuple(d if isinstance(d, int) and d >= 1 else None for d in input_shape)
+        return cls(
+            kernel_shape=(int(kernel_shape[0]), int(kernel_shape[1])),
+            strides=(int(stride_h), int(stride_w)),
+            pads=(int(pad_h), int(pad_w), int(pad_h), int(pad_w)),
+            dilations=(int(dilation_h), int(dilation_w)),
+            group=int(groups),
+            offset_group=int(offset_groups),
+            has_mask=bool(use_mask),
+            has_bias=has_bias,
+            dtype=np.dtype(dtype),
+            columns=columns_for_output_size(columns, offset_hw),
+            input_shape=shape,  # type: ignore[arg-type]
+        )
 
     @property
     def taps(self) -> int:
@@ -175,8 +234,20 @@ def variant_for_opset(opset: int) -> str:
     return "gridsample" if opset >= GRIDSAMPLE_OPSET else "gathernd"
 
 
+#: A value that is either known at export time (a numpy array, folded into the graph as a
+#: constant only where an operator needs it) or computed by the graph at run time.
+Maybe = Any
+
+
 class _Ops(Generic[V]):
-    """Small helpers over an emitter that keep the builders readable and opset-correct."""
+    """Small helpers over an emitter that keep the builders readable and opset-correct.
+
+    The arithmetic helpers (:meth:`add`, :meth:`mul`, :meth:`reshape`, ...) fold: when every
+    operand is a numpy array they compute in numpy (float64 for the grid, so each constant is
+    rounded once) and emit nothing; otherwise they emit the operator. That is how a graph
+    exported with static shapes loses its Shape/Range/Concat arithmetic while the dynamic
+    graph keeps the same formulas.
+    """
 
     def __init__(self, em: Emitter[V], opset: int, dtype: np.dtype[Any]) -> None:
         self.em = em
@@ -192,12 +263,68 @@ class _Ops(Generic[V]):
     def op(self, op_type: str, *inputs: V, **attrs: Any) -> V:
         return self.em.op(op_type, *inputs, **attrs)
 
-    def dims(self, shape: V, start: int, end: int) -> V:
-        """``shape[start:end]`` as a 1-D int64 tensor."""
-        return self.op("Slice", shape, self.i64([start]), self.i64([end]), self.i64([0]))
+    def value(self, x: Maybe) -> V:
+        """*x* as a graph value (a numpy array becomes a constant of the graph's dtype)."""
+        if isinstance(x, np.ndarray):
+            if x.dtype.kind == "f":
+                return self.fconst(x)
+            return self.em.const(x.astype(np.int64))
+        return x
 
-    def to_float(self, x: V) -> V:
+    def _fold(self, op_type: str, fn: Any, a: Maybe, b: Maybe) -> Maybe:
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+            return np.asarray(fn(a, b))
+        return self.op(op_type, self.value(a), self.value(b))
+
+    def add(self, a: Maybe, b: Maybe) -> Maybe:
+        return self._fold("Add", np.add, a, b)
+
+    def sub(self, a: Maybe, b: Maybe) -> Maybe:
+        return self._fold("Sub", np.subtract, a, b)
+
+    def mul(self, a: Maybe, b: Maybe) -> Maybe:
+        return self._fold("Mul", np.multiply, a, b)
+
+    def int_div(self, a: Maybe, b: Maybe) -> Maybe:
+        return self._fold("Div", np.floor_divide, a, b)
+
+    def div(self, a: Maybe, b: Maybe) -> Maybe:
+        return self._fold("Div", np.divide, a, b)
+
+    def gather(self, x: Maybe, indices: list[int]) -> Maybe:
+        """``x[indices]`` of a 1-D tensor."""
+        if isinstance(x, np.ndarray):
+            return x[indices]
+        return self.op("Gather", x, self.i64(indices), axis=0)
+
+    def reshape(self, x: Maybe, shape: Maybe) -> Maybe:
+        if isinstance(x, np.ndarray) and isinstance(shape, np.ndarray):
+            return x.reshape([int(d) for d in shape])
+        return self.op("Reshape", self.value(x), self.value(shape))
+
+    def concat(self, *parts: Maybe) -> Maybe:
+        """1-D int64 concatenation (shapes)."""
+        if all(isinstance(p, np.ndarray) for p in parts):
+            return np.concatenate([np.asarray(p, dtype=np.int64).reshape(-1) for p in parts])
+        return self.op("Concat", *[self.value(p) for p in parts], axis=0)
+
+    def take(self, x: Maybe, start: int, end: int) -> Maybe:
+        """``x[start:end]`` of a 1-D int64 tensor."""
+        if isinstance(x, np.ndarray):
+            return x[start:end]
+        return self.op("Slice", x, self.i64([start]), self.i64([end]), self.i64([0]))
+
+    def to_float(self, x: Maybe) -> Maybe:
+        if isinstance(x, np.ndarray):
+            return x.astype(np.float64)
         return self.op("Cast", x, to=_NP_TO_ONNX[self.dtype])
+
+    def arange(self, n: Maybe) -> Maybe:
+        """``[0, n)`` as floats (n a 1-element int64 tensor)."""
+        if isinstance(n, np.ndarray):
+            return np.arange(int(n.reshape(-1)[0]), dtype=np.float64)
+        scalar = self.op("Gather", n, self.i64(0), axis=0)
+        return self.to_float(self.op("Range", self.i64(0), scalar, self.i64(1)))
 
     def reduce_sum(self, x: V, axis: int) -> V:
         if self.opset >= 13:
@@ -205,7 +332,29 @@ class _Ops(Generic[V]):
         return self.op("ReduceSum", x, axes=[axis], keepdims=0)
 
 
-def _output_size(o: _Ops[V], spec: DeformConvSpec, x_shape: V) -> V:
+class _Shape(Generic[V]):
+    """The shape of a 4-D input: static dimensions as numpy, the rest from one ``Shape`` op."""
+
+    def __init__(self, o: _Ops[V], x: V, static: tuple[int | None, ...] | None) -> None:
+        self.o = o
+        self.x = x
+        self.static = tuple(static) if static is not None and len(static) == 4 else (None,) * 4
+        self._shape: V | None = None
+
+    def dims(self, start: int, end: int) -> Maybe:
+        """``shape[start:end]``: a numpy int64 array when all those dims are static."""
+        known = self.static[start:end]
+        if all(d is not None for d in known):
+            return np.array(known, dtype=np.int64)
+        if self._shape is None:
+            self._shape = self.o.op("Shape", self.x)
+        return self.o.take(self._shape, start, end)
+
+    def known(self, axis: int) -> int | None:
+        return self.static[axis]
+
+
+def _output_size(o: _Ops[V], spec: DeformConvSpec, hw: Maybe) -> Maybe:
     """``[Ho, Wo]`` (1-D int64) from the input's height and width, as ONNX Conv defines it.
 
     Computed from X rather than read off the offset tensor: OpenVINO 2026.4 mis-infers the
@@ -213,51 +362,52 @@ def _output_size(o: _Ops[V], spec: DeformConvSpec, x_shape: V) -> V:
     the unsliced size), which broke models that take the offset from such a slice.
     """
     kh, kw = spec.kernel_shape
-    extra = [
-        spec.pads[0] + spec.pads[2] - spec.dilations[0] * (kh - 1) - 1,
-        spec.pads[1] + spec.pads[3] - spec.dilations[1] * (kw - 1) - 1,
-    ]
-    span = o.op("Add", o.dims(x_shape, 2, 4), o.i64(extra))
-    return o.op("Add", o.op("Div", span, o.i64(list(spec.strides))), o.i64([1, 1]))
+    extra = np.array(
+        [
+            spec.pads[0] + spec.pads[2] - spec.dilations[0] * (kh - 1) - 1,
+            spec.pads[1] + spec.pads[3] - spec.dilations[1] * (kw - 1) - 1,
+        ],
+        dtype=np.int64,
+    )
+    span = o.add(hw, extra)
+    return o.add(o.int_div(span, np.array(spec.strides, dtype=np.int64)), np.ones(2, np.int64))
+
+
+def _base_grid(o: _Ops[V], spec: DeformConvSpec, out_hw: Maybe, axis: int, shift: float) -> Maybe:
+    """Per tap and output row (axis 0) or column (axis 1): ``o*stride + tap - pad + shift``.
+
+    Shape (K, Ho) or (K, Wo); numpy when the output size is static.
+    """
+    taps = spec.taps
+    ky, kx = spec.tap_positions()
+    tap = (ky if axis == 0 else kx).astype(np.float64).reshape(taps, 1) + shift
+    positions = o.mul(o.arange(o.take(out_hw, axis, axis + 1)), np.array(spec.strides[axis], float))
+    return o.add(o.reshape(positions, np.array([1, -1], dtype=np.int64)), tap)
 
 
 def _sampling_coordinates(
-    o: _Ops[V], spec: DeformConvSpec, offset: V, out_hw: V, shift: float = 0.0
+    o: _Ops[V], spec: DeformConvSpec, offset: V, out_hw: Maybe
 ) -> tuple[V, V]:
-    """Sampling positions (y, x) in input pixels plus *shift*, each (N*og, K, Ho, Wo).
-
-    Built from the offsets plus a base grid made at run time from ``Range`` over Ho and Wo.
-    """
+    """Sampling positions (y, x) in input pixels, each (N*og, K, Ho, Wo) (GatherND variant)."""
     taps = spec.taps
     # (N, og*K*2, Ho, Wo) -> (N*og, K, 2, Ho, Wo): (dy, dx) pairs per tap, per offset group.
-    shape5 = o.op("Concat", o.i64([-1, taps, 2]), out_hw, axis=0)
-    off5 = o.op("Reshape", offset, shape5)
+    off5 = o.reshape(offset, o.concat(np.array([-1, taps, 2], np.int64), out_hw))
     dy = o.op("Gather", off5, o.i64(0), axis=2)
     dx = o.op("Gather", off5, o.i64(1), axis=2)
-
-    zero, one = o.i64(0), o.i64(1)
-    out_h = o.op("Gather", out_hw, o.i64(0), axis=0)
-    out_w = o.op("Gather", out_hw, o.i64(1), axis=0)
-    rows = o.to_float(o.op("Range", zero, out_h, one))
-    cols = o.to_float(o.op("Range", zero, out_w, one))
-    ky, kx = spec.tap_positions()
-    ky, kx = ky + shift, kx + shift
     # base_y[k, ho, 0] = ho*sh + i*dh - pad_top ; base_x[k, 0, wo] = wo*sw + j*dw - pad_left
-    base_y = o.op(
-        "Add",
-        o.op("Reshape", o.op("Mul", rows, o.fconst(spec.strides[0])), o.i64([1, -1, 1])),
-        o.fconst(ky.reshape(taps, 1, 1)),
-    )
-    base_x = o.op(
-        "Add",
-        o.op("Reshape", o.op("Mul", cols, o.fconst(spec.strides[1])), o.i64([1, 1, -1])),
-        o.fconst(kx.reshape(taps, 1, 1)),
-    )
-    return o.op("Add", dy, base_y), o.op("Add", dx, base_x)
+    base_y = o.reshape(_base_grid(o, spec, out_hw, 0, 0.0), np.array([taps, -1, 1], np.int64))
+    base_x = o.reshape(_base_grid(o, spec, out_hw, 1, 0.0), np.array([taps, 1, -1], np.int64))
+    return o.op("Add", dy, o.value(base_y)), o.op("Add", dx, o.value(base_x))
 
 
 def _columns_to_output(
-    o: _Ops[V], spec: DeformConvSpec, cols: V, weight: V, bias: V | None, out_hw: V
+    o: _Ops[V],
+    spec: DeformConvSpec,
+    cols: V,
+    weight: V,
+    bias: V | None,
+    out_hw: Maybe,
+    channels: int | None,
 ) -> V:
     """Columns (N, C*K, Ho, Wo) times the weight: a grouped 1x1 Conv or a (batched) MatMul."""
     if spec.columns == "conv":
@@ -269,14 +419,44 @@ def _columns_to_output(
     if g == 1:
         out = o.op("MatMul", w2, o.op("Reshape", cols, o.i64([0, 0, -1])))  # (N, Co, Ho*Wo)
     else:
-        per_group = o.dims(o.op("Shape", w2), 1, 2)
-        w3 = o.op("Reshape", w2, o.op("Concat", o.i64([g, -1]), per_group, axis=0))
-        cols4 = o.op("Reshape", cols, o.op("Concat", o.i64([0, g]), per_group, o.i64([-1]), axis=0))
+        per_group: Maybe
+        if channels is not None:
+            per_group = np.array([channels // g * spec.taps], dtype=np.int64)
+        else:
+            per_group = o.take(o.op("Shape", w2), 1, 2)
+        w3 = o.reshape(w2, o.concat(np.array([g, -1], np.int64), per_group))
+        cols4 = o.reshape(cols, o.concat(np.array([0, g], np.int64), per_group, np.array([-1])))
         out = o.op("MatMul", w3, cols4)  # (N, g, Co/g, Ho*Wo)
-    out = o.op("Reshape", out, o.op("Concat", o.i64([0, -1]), out_hw, axis=0))
+    out = o.reshape(out, o.concat(np.array([0, -1], np.int64), out_hw))
     if bias is not None:
         out = o.op("Add", out, o.op("Reshape", bias, o.i64([-1, 1, 1])))
     return out
+
+
+def _fold_offset_groups(o: _Ops[V], spec: DeformConvSpec, x: V, shape: _Shape[V]) -> V:
+    """(N, C, H, W) -> (N*og, C/og, H, W)."""
+    og = spec.offset_group
+    n, c = shape.known(0), shape.known(1)
+    if n is not None:
+        target: Maybe = np.array([n * og, -1, 0, 0], dtype=np.int64)
+    elif c is not None:
+        target = np.array([-1, c // og, 0, 0], dtype=np.int64)
+    else:
+        target = o.concat(o.mul(shape.dims(0, 1), np.array([og])), np.array([-1, 0, 0]))
+    return o.reshape(x, target)
+
+
+def _unfold_columns(o: _Ops[V], spec: DeformConvSpec, x: V, shape: _Shape[V], out_hw: Maybe) -> V:
+    """(N*og, C/og, K*Ho, Wo) or (N*og, C/og, K*Ho*Wo) -> (N, C*K, Ho, Wo)."""
+    n, c = shape.known(0), shape.known(1)
+    lead: Maybe
+    if n is not None:
+        lead = np.array([n, -1], dtype=np.int64)
+    elif c is not None:
+        lead = np.array([-1, c * spec.taps], dtype=np.int64)
+    else:
+        lead = o.concat(shape.dims(0, 1), np.array([-1]))
+    return o.reshape(x, o.concat(lead, out_hw))
 
 
 def deform_conv_gridsample_opset16(
@@ -294,39 +474,48 @@ def deform_conv_gridsample_opset16(
     if opset < GRIDSAMPLE_OPSET:
         raise ValueError(f"the GridSample variant needs opset >= {GRIDSAMPLE_OPSET}, got {opset}")
     o = _Ops(em, opset, spec.dtype)
-    og, taps = spec.offset_group, spec.taps
-    x_shape = o.op("Shape", x)
-    out_hw = _output_size(o, spec, x_shape)
+    taps = spec.taps
+    shape = _Shape(o, x, spec.input_shape)
+    hw = shape.dims(2, 4)
+    out_hw = _output_size(o, spec, hw)
     # Pixel p -> GridSample's normalised coordinate with align_corners=0:
-    # g = (p + 0.5) * (2/size) - 1. This form loses half as much precision as
-    # p * (2/size) + (1/size - 1) once the runtime maps g back to pixels (measured in
-    # onnxruntime: 4.8e-7 vs 9.5e-7 px on a 9-pixel row); the 0.5 rides on the base grid.
-    y, xs = _sampling_coordinates(o, spec, offset, out_hw, shift=0.5)
-    scale = o.op("Div", o.fconst([2.0, 2.0]), o.to_float(o.dims(x_shape, 2, 4)))
-    one = o.fconst(1.0)
-    gy = o.op("Sub", o.op("Mul", y, o.op("Gather", scale, o.i64(0), axis=0)), one)
-    gx = o.op("Sub", o.op("Mul", xs, o.op("Gather", scale, o.i64(1), axis=0)), one)
-    # (N*og, K, Ho, Wo) -> (N*og, K, Ho, Wo, 1), then (x, y) pairs stacked last.
-    trailing = o.i64([0, 0, 0, -1, 1])
-    grid = o.op("Concat", o.op("Reshape", gx, trailing), o.op("Reshape", gy, trailing), axis=4)
-    # Taps stacked along the sampled height: (N*og, K*Ho, Wo, 2).
-    out_h = o.dims(out_hw, 0, 1)
-    out_w = o.dims(out_hw, 1, 2)
-    k_out_h = o.op("Mul", out_h, o.i64([taps]))
-    grid = o.op("Reshape", grid, o.op("Concat", o.i64([-1]), k_out_h, out_w, o.i64([2]), axis=0))
+    # g = (p + 0.5) * (2/size) - 1 = offset * (2/size) + base, where
+    # base = (tap position + 0.5) * (2/size) - 1 is one constant (rounded once from float64)
+    # when the shapes are static. The offsets become (x, y) pairs in one Gather, move last in
+    # one Transpose, and meet the scale and the base in one Mul and one Add.
+    scale = o.div(np.array([2.0, 2.0]), o.to_float(hw))  # (2/H, 2/W)
+    one = np.ones(1)
+    gy = o.sub(o.mul(_base_grid(o, spec, out_hw, 0, 0.5), o.gather(scale, [0])), one)  # (K, Ho)
+    gx = o.sub(o.mul(_base_grid(o, spec, out_hw, 1, 0.5), o.gather(scale, [1])), one)  # (K, Wo)
+    base = o.add(
+        o.mul(o.reshape(gx, np.array([1, taps, 1, -1, 1], np.int64)), np.array([1.0, 0.0])),
+        o.mul(o.reshape(gy, np.array([1, taps, -1, 1, 1], np.int64)), np.array([0.0, 1.0])),
+    )  # (1, K, Ho, Wo, 2): (x, y) last
+    scale_xy = o.gather(scale, [1, 0])  # (2/W, 2/H)
 
-    batch = o.dims(x_shape, 0, 1)
-    folded = o.op(
-        "Reshape", x, o.op("Concat", o.op("Mul", batch, o.i64([og])), o.i64([-1, 0, 0]), axis=0)
+    off5 = o.reshape(offset, o.concat(np.array([-1, taps, 2], np.int64), out_hw))
+    dxy = o.op("Gather", o.value(off5), o.i64([1, 0]), axis=2)  # (dx, dy) pairs
+    pairs_last = o.op("Transpose", dxy, perm=[0, 1, 3, 4, 2])  # (N*og, K, Ho, Wo, 2)
+    grid = o.op("Add", o.op("Mul", pairs_last, o.value(scale_xy)), o.value(base))
+    # Taps stacked along the sampled height: (N*og, K*Ho, Wo, 2).
+    k_out_h = o.mul(o.take(out_hw, 0, 1), np.array([taps], np.int64))
+    grid = o.reshape(
+        grid, o.concat(np.array([-1], np.int64), k_out_h, o.take(out_hw, 1, 2), np.array([2]))
     )
+
+    folded = _fold_offset_groups(o, spec, x, shape)
     mode = "bilinear" if opset < 20 else "linear"
-    sampled = o.op("GridSample", folded, grid, mode=mode, padding_mode="zeros", align_corners=0)
+    sampled = o.op(
+        "GridSample", folded, o.value(grid), mode=mode, padding_mode="zeros", align_corners=0
+    )
     # sampled: (N*og, C/og, K*Ho, Wo)
     if mask is not None:
-        mask4 = o.op("Reshape", mask, o.op("Concat", o.i64([-1, 1]), k_out_h, out_w, axis=0))
-        sampled = o.op("Mul", sampled, mask4)
-    cols = o.op("Reshape", sampled, o.op("Concat", batch, o.i64([-1]), out_h, out_w, axis=0))
-    return _columns_to_output(o, spec, cols, weight, bias, out_hw)
+        mask4 = o.reshape(
+            mask, o.concat(np.array([-1, 1], np.int64), k_out_h, o.take(out_hw, 1, 2))
+        )
+        sampled = o.op("Mul", sampled, o.value(mask4))
+    cols = _unfold_columns(o, spec, sampled, shape, out_hw)
+    return _columns_to_output(o, spec, cols, weight, bias, out_hw, shape.known(1))
 
 
 def deform_conv_gathernd_opset12(
@@ -343,17 +532,15 @@ def deform_conv_gathernd_opset12(
     """Emit DeformConv with ``Clip``-ped indices and one ``GatherND`` (opset >= 12)."""
     check_opset(opset)
     o = _Ops(em, opset, spec.dtype)
-    og, taps = spec.offset_group, spec.taps
-    x_shape = o.op("Shape", x)
-    out_hw = _output_size(o, spec, x_shape)
+    taps = spec.taps
+    shape = _Shape(o, x, spec.input_shape)
+    hw = shape.dims(2, 4)
+    out_hw = _output_size(o, spec, hw)
     y, xs = _sampling_coordinates(o, spec, offset, out_hw)
 
-    batch = o.dims(x_shape, 0, 1)
-    folded = o.op(
-        "Reshape", x, o.op("Concat", o.op("Mul", batch, o.i64([og])), o.i64([-1, 0, 0]), axis=0)
-    )
-    h = o.op("Gather", x_shape, o.i64(2), axis=0)
-    w = o.op("Gather", x_shape, o.i64(3), axis=0)
+    folded = _fold_offset_groups(o, spec, x, shape)
+    h = o.reshape(o.gather(hw, [0]), np.array([], np.int64))
+    w = o.reshape(o.gather(hw, [1]), np.array([], np.int64))
     pixels_last = o.op("Transpose", o.op("Reshape", folded, o.i64([0, 0, -1])), perm=[0, 2, 1])
     # pixels_last: (N*og, H*W, C/og)
 
@@ -370,8 +557,9 @@ def deform_conv_gathernd_opset12(
         ly = o.op("Mul", ly, mask4)
 
     zero_f = o.fconst(0.0)
-    h_max = o.to_float(o.op("Sub", h, o.i64(1)))
-    w_max = o.to_float(o.op("Sub", w, o.i64(1)))
+    h_max = o.value(o.to_float(o.sub(h, np.array(1, np.int64))))
+    w_max = o.value(o.to_float(o.sub(w, np.array(1, np.int64))))
+    w_v = o.value(w)
 
     def corner(position: V, weight: V, top: V) -> tuple[V, V]:
         """Clipped integer index, and the weight zeroed where the corner lies outside.
@@ -389,8 +577,8 @@ def deform_conv_gathernd_opset12(
     iy1, ly = corner(o.op("Add", y0, one), ly, h_max)
     ix0, hx = corner(x0, hx, w_max)
     ix1, lx = corner(o.op("Add", x0, one), lx, w_max)
-    row0 = o.op("Mul", iy0, w)
-    row1 = o.op("Mul", iy1, w)
+    row0 = o.op("Mul", iy0, w_v)
+    row1 = o.op("Mul", iy1, w_v)
     corners = [(row0, ix0, hy, hx), (row0, ix1, hy, lx), (row1, ix0, ly, hx), (row1, ix1, ly, lx)]
     indices = o.op("Concat", *[o.op("Add", r, c) for r, c, _, _ in corners], axis=1)
     weights = o.op("Concat", *[o.op("Mul", a, b) for _, _, a, b in corners], axis=1)
@@ -400,17 +588,18 @@ def deform_conv_gathernd_opset12(
     gathered = o.op("GatherND", pixels_last, indices, batch_dims=1)
     weighted = o.op("Mul", gathered, weights)
     # (N*og, 4, K*Ho*Wo, C/og) summed over the corners.
-    channels = o.dims(o.op("Shape", pixels_last), 2, 3)
-    weighted = o.op("Reshape", weighted, o.op("Concat", o.i64([0, 4, -1]), channels, axis=0))
-    summed = o.reduce_sum(weighted, 1)
+    c = shape.known(1)
+    channels: Maybe
+    if c is not None:
+        channels = np.array([c // spec.offset_group], np.int64)
+    else:
+        channels = o.take(o.op("Shape", pixels_last), 2, 3)
+    weighted = o.reshape(weighted, o.concat(np.array([0, 4, -1], np.int64), channels))
+    summed = o.reduce_sum(o.value(weighted), 1)
     channels_first = o.op("Transpose", summed, perm=[0, 2, 1])
     # (N*og, C/og, K*Ho*Wo) -> (N, C*K, Ho, Wo)
-    cols = o.op(
-        "Reshape",
-        channels_first,
-        o.op("Concat", batch, o.i64([-1]), out_hw, axis=0),
-    )
-    return _columns_to_output(o, spec, cols, weight, bias, out_hw)
+    cols = _unfold_columns(o, spec, channels_first, shape, out_hw)
+    return _columns_to_output(o, spec, cols, weight, bias, out_hw, c)
 
 
 def build_deform_conv(

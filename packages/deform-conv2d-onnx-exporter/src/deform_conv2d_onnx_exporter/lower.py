@@ -117,6 +117,13 @@ def _static_hw(type_proto: onnx.TypeProto | None) -> tuple[int | None, int | Non
     return tuple(d if d > 0 else None for d in shape[2:])  # type: ignore[return-value]
 
 
+def _input_shape(type_proto: onnx.TypeProto | None) -> tuple[int | None, ...] | None:
+    shape = _static_shape(type_proto)
+    if shape is None or len(shape) != 4:
+        return None
+    return tuple(d if d > 0 else None for d in shape)
+
+
 def _spec_for(
     node: onnx.NodeProto, types: dict[str, onnx.TypeProto], columns: str = "auto"
 ) -> DeformConvSpec:
@@ -158,6 +165,7 @@ def _spec_for(
             has_bias=bool(bias_name),
             dtype=dtype,
             columns=columns_for_output_size(columns, _static_hw(types.get(offset_name))),
+            input_shape=_input_shape(types.get(x_name)),  # type: ignore[arg-type]
         )
     except ValueError as exc:
         raise LoweringError(f"{label}: {exc}") from exc
@@ -242,7 +250,35 @@ def lower_deform_conv(
     for entry in result.opset_import:
         if entry.domain in _DEFAULT_DOMAINS:
             entry.version = target
+    if lowered:
+        _complete_output_types(result)
     return result
+
+
+def _complete_output_types(model: onnx.ModelProto) -> None:
+    """Give graph outputs declared without a type or shape the ones shape inference finds.
+
+    Exporters and hand-made graphs often leave them out; ``onnx.checker`` (full) requires
+    them, and after lowering the graph is standard operators, so inference can tell.
+    """
+    incomplete = [
+        o
+        for o in model.graph.output
+        if not o.type.HasField("tensor_type") or not o.type.tensor_type.HasField("shape")
+    ]
+    if not incomplete:
+        return
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception:  # inference is a help: the checker will name what is still missing
+        return
+    known = {v.name: v.type for v in [*inferred.graph.value_info, *inferred.graph.output]}
+    for output in incomplete:
+        found = known.get(output.name)
+        if found is None or not found.HasField("tensor_type"):
+            continue
+        if found.tensor_type.HasField("shape") or not output.type.HasField("tensor_type"):
+            output.type.CopyFrom(found)
 
 
 def _convert_rest(model: onnx.ModelProto, target: int) -> onnx.ModelProto:

@@ -69,6 +69,13 @@ def _static_hw(helper: Any, value: Any) -> tuple[int | None, int | None] | None:
     return tuple(s if isinstance(s, int) else None for s in sizes[2:])  # type: ignore[return-value]
 
 
+def _static_shape(helper: Any, value: Any) -> tuple[int | None, ...] | None:
+    sizes = helper._get_tensor_sizes(value)
+    if sizes is None or len(sizes) != 4:
+        return None
+    return tuple(s if isinstance(s, int) else None for s in sizes)
+
+
 def _current_opset() -> int:
     return int(_torchscript_module("_globals").GLOBALS.export_onnx_opset_version)
 
@@ -105,17 +112,22 @@ def _deform_conv2d_symbolic(
     opset = _current_opset()
     try:
         check_opset(opset)
-        spec = DeformConvSpec(
-            kernel_shape=(int(sizes[2]), int(sizes[3])),
-            strides=(stride_h, stride_w),
-            pads=(pad_h, pad_w, pad_h, pad_w),
-            dilations=(dilation_h, dilation_w),
-            group=groups,
-            offset_group=offset_groups,
-            has_mask=bool(use_mask),
+        spec = DeformConvSpec.from_torchvision(
+            (int(sizes[2]), int(sizes[3])),
+            stride_h,
+            stride_w,
+            pad_h,
+            pad_w,
+            dilation_h,
+            dilation_w,
+            groups,
+            offset_groups,
+            use_mask,
             has_bias=True,
             dtype=np.dtype(_SCALAR_DTYPES.get(scalar or "Float", np.float32)),
-            columns=columns_for_output_size(columns, _static_hw(helper, offset)),
+            columns=columns,
+            offset_hw=_static_hw(helper, offset),
+            input_shape=_static_shape(helper, input),
         )
     except ValueError as exc:
         raise ExportError(f"cannot export torchvision::deform_conv2d: {exc}") from exc

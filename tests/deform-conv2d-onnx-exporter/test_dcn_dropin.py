@@ -1,0 +1,172 @@
+"""The 1.2.0 README's usage, unchanged, on today's torch: plain ``torch.onnx.export``.
+
+After ``register_deform_conv2d_onnx_op()`` a plain ``torch.onnx.export`` call - the dynamo
+exporter (torch's default) or ``dynamo=False``, with or without ``opset_version`` - writes a
+valid model that matches torchvision in onnxruntime and OpenVINO, or raises before writing.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from dcn_support import run_model
+
+# The 1.2.0 README's example, word for word except for the `x` placeholders (which it leaves
+# to the reader) and the exporter arguments the test varies: {extra}.
+README_120 = """
+import torch.onnx
+from torchvision.ops.deform_conv import DeformConv2d
+import deform_conv2d_onnx_exporter
+
+deform_conv2d_onnx_exporter.register_deform_conv2d_onnx_op({register})
+
+model = DeformConv2d(6, 8, 3, padding=1)
+input_names = ["input", "offset"]
+output_names = ["output"]
+input_params = (
+    torch.rand([1, 6, 12, 15]),  # input
+    torch.randn([1, 18, 12, 15]), # offset
+)
+torch.onnx.export(model,
+                  input_params,
+                  "output.onnx",
+                  input_names=input_names,
+                  output_names=output_names{extra})
+"""
+
+
+@pytest.fixture(autouse=True)
+def _restore_torch_onnx_export() -> Iterator[None]:
+    import torch.onnx
+
+    original = torch.onnx.export
+    yield
+    torch.onnx.export = original
+
+
+def run_readme(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: str, register: str = ""
+) -> dict[str, Any]:
+    import torch
+
+    monkeypatch.chdir(tmp_path)
+    torch.manual_seed(0)
+    scope: dict[str, Any] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(README_120.format(extra=extra, register=register), scope)
+    return scope
+
+
+def check_against_torchvision(scope: dict[str, Any], path: Path, runtime: str) -> onnx.ModelProto:
+    import torch
+
+    model = onnx.load(path)
+    onnx.checker.check_model(model, full_check=True)
+    assert "DeformConv" not in {n.op_type for n in model.graph.node}
+    x, offset = scope["input_params"]
+    offset = offset * 3  # large offsets: many taps fall outside the image
+    with torch.no_grad():
+        want = scope["model"](x, offset).numpy()
+    got = run_model(runtime, model, {"input": x.numpy(), "offset": offset.numpy()})
+    assert got.shape == want.shape
+    error = float(np.abs(got - want).max())
+    assert error <= 1e-5, f"{runtime}: max abs error {error:.3g}"
+    return model
+
+
+@pytest.mark.parametrize("opset", [12, 16, 18, 20, None])
+@pytest.mark.parametrize("dynamo", [None, False], ids=["dynamo-default", "dynamo-False"])
+def test_readme_120_example_unchanged(
+    opset: int | None,
+    dynamo: bool | None,
+    runtime: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    extra = "" if opset is None else f",\n                  opset_version={opset}"
+    if dynamo is not None:
+        extra += f",\n                  dynamo={dynamo}"
+    scope = run_readme(tmp_path, monkeypatch, extra)
+    model = check_against_torchvision(scope, tmp_path / "output.onnx", runtime)
+    assert model.opset_import[0].version == (opset or 20)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["dynamo-default", "dynamo-False"])
+def test_readme_120_flags_are_accepted(
+    dynamo: bool | None, runtime: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    extra = ",\n                  opset_version=16"
+    if dynamo is not None:
+        extra += f",\n                  dynamo={dynamo}"
+    register = "use_gathernd=False, enable_openvino_patch=True"
+    scope = run_readme(tmp_path, monkeypatch, extra, register)
+    check_against_torchvision(scope, tmp_path / "output.onnx", runtime)
+
+
+@pytest.mark.parametrize("version", ["2.14"])
+def test_dropin_is_tested_on_each_supported_torch(version: str) -> None:
+    """One entry per version in SUPPORTED_TORCH; the README tests above ran on this one."""
+    from deform_conv2d_onnx_exporter import dropin
+
+    assert {f"{a}.{b}" for a, b in dropin.SUPPORTED_TORCH} == {"2.14"}
+    installed = "{}.{}".format(*dropin.torch_version())
+    if installed != version:
+        pytest.skip(f"torch {installed} is installed, not {version}")
+    assert dropin.unsupported_reason() is None
+
+
+def test_untested_torch_fails_before_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deform_conv2d_onnx_exporter import dropin
+    from deform_conv2d_onnx_exporter.dynamo import ExportError
+
+    monkeypatch.setattr(dropin, "SUPPORTED_TORCH", ((2, 99),))
+    with pytest.raises(
+        ExportError, match=r"tested on torch 2\.99.*dynamo=False.*nothing was written"
+    ):
+        run_readme(tmp_path, monkeypatch, "")
+    assert not (tmp_path / "output.onnx").exists()
+
+
+def test_dynamic_shapes_below_opset_14_fail_before_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deform_conv2d_onnx_exporter.dynamo import OpsetConversionError
+
+    extra = (
+        ",\n                  opset_version=12,\n"
+        "                  dynamic_shapes=({0: torch.export.Dim.AUTO}, {0: torch.export.Dim.AUTO})"
+    )
+    with pytest.raises(OpsetConversionError, match=r"wrote opset 18, not the requested opset 12"):
+        run_readme(tmp_path, monkeypatch, extra)
+    assert not (tmp_path / "output.onnx").exists()
+
+
+def test_native_translation_below_19_fails_before_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A caller's own table entry wins; an invalid result is still refused."""
+    from deform_conv2d_onnx_exporter.dynamo import ExportError
+    from onnxscript.function_libs.torch_lib.ops.vision import torchvision_deform_conv2d
+
+    extra = (
+        ",\n                  opset_version=18,\n"
+        "                  custom_translation_table={torch.ops.torchvision.deform_conv2d.default: "
+        "native}"
+    )
+    import builtins
+
+    monkeypatch.setattr(builtins, "native", torchvision_deform_conv2d, raising=False)
+    with pytest.raises(
+        ExportError, match=r"holds ONNX DeformConv at opset 18.*nothing was written"
+    ):
+        run_readme(tmp_path, monkeypatch, extra)
+    assert not (tmp_path / "output.onnx").exists()
