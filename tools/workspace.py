@@ -1,10 +1,20 @@
-"""The development environment shared by tools/test, tools/demo and tools/release.
+"""The development environment shared by tools/test, tools/demo, tools/release and tools/lock.
 
 Owns three things:
-- the list of packages (read from packages/*/pyproject.toml, in dependency order);
-- the cached virtual environment: created outside the clone, keyed by a hash of every
-  dependency declaration, so a machine that already has it never reinstalls torch;
+- the list of packages: every folder under packages/ with a pyproject.toml;
+- the environments, installed from the committed lock file `uv.lock` (a uv workspace: the
+  root pyproject.toml names `packages/*` as members). An environment lives outside the
+  clone, keyed by a hash of the lock and of what it holds, so a machine that already has it
+  never reinstalls torch. Installs go through uv's cache: the 5.5 GB of torch is unpacked
+  once per machine and hard-linked into each environment;
 - the system packages the tests need, installed with apt-get when we are root.
+
+uv itself is pinned (UV_VERSION) and installed with pip on first use into the cache.
+Package sources: the lock resolves against PyPI (so it is the same on every machine); at
+install time the indexes of pip's own configuration (`pip config list`: find-links,
+extra-index-url) are handed to uv, which does not read pip's configuration, so a machine
+with local mirrors (torch from disk) installs the same files, checked against the lock's
+hashes.
 
 Standard library only: it runs before any virtual environment exists.
 """
@@ -14,23 +24,19 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# Order matters for installs: exepy depends on embeddedimport.
-PACKAGE_ORDER = [
-    "embeddedimport",
-    "exepy",
-    "deform-conv2d-onnx-exporter",
-    "openvino-runner",
-    "lfs-server",
-]
+LOCK = ROOT / "uv.lock"
+UV_VERSION = "0.13.9"
 # Debian package -> the command that proves it is installed.
 SYSTEM_PACKAGES = {
     "nginx": "nginx",
@@ -55,8 +61,6 @@ class Package:
     module: str
     scripts: tuple[str, ...]
     dependencies: tuple[str, ...]
-    extras: tuple[str, ...]  # every optional dependency, all extras together
-    test_group: tuple[str, ...]
 
 
 def log(message: str) -> None:
@@ -65,28 +69,32 @@ def log(message: str) -> None:
 
 
 def packages() -> list[Package]:
-    """Return the workspace packages in install order."""
-    found = []
-    for name in PACKAGE_ORDER:
-        path = ROOT / "packages" / name
-        data = tomllib.loads((path / "pyproject.toml").read_text())
-        project = data["project"]
-        found.append(
-            Package(
-                name=name,
-                path=path,
-                module=name.replace("-", "_"),
-                scripts=tuple(project.get("scripts", {})),
-                dependencies=tuple(project.get("dependencies", [])),
-                extras=tuple(
-                    dep
-                    for group in project.get("optional-dependencies", {}).values()
-                    for dep in group
-                ),
-                test_group=tuple(data.get("dependency-groups", {}).get("test", [])),
-            )
+    """Every package under packages/, each after the siblings it depends on."""
+    found = {}
+    for path in sorted((ROOT / "packages").iterdir()):
+        if not (path / "pyproject.toml").is_file():
+            continue
+        project = tomllib.loads((path / "pyproject.toml").read_text())["project"]
+        found[path.name] = Package(
+            name=path.name,
+            path=path,
+            module=path.name.replace("-", "_"),
+            scripts=tuple(project.get("scripts", {})),
+            dependencies=tuple(project.get("dependencies", [])),
         )
-    return found
+    ordered: list[Package] = []
+
+    def visit(pkg: Package) -> None:
+        if pkg in ordered:
+            return
+        for dep in pkg.dependencies:
+            if _req_name(dep) in found:
+                visit(found[_req_name(dep)])
+        ordered.append(pkg)
+
+    for pkg in found.values():
+        visit(pkg)
+    return ordered
 
 
 def package(name: str) -> Package:
@@ -94,33 +102,53 @@ def package(name: str) -> Package:
     for pkg in packages():
         if pkg.name == name:
             return pkg
-    names = ", ".join(PACKAGE_ORDER)
+    names = ", ".join(p.name for p in packages())
     sys.exit(f"unknown package {name!r}; expected one of: {names}")
 
 
-def dev_group() -> list[str]:
-    """The root workspace's `dev` dependency group (test runner, linters, build tools)."""
-    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    return list(data["dependency-groups"]["dev"])
+def _req_name(requirement: str) -> str:
+    match = re.match(r"[A-Za-z0-9._-]+", requirement.strip())
+    return (match.group(0) if match else requirement).lower().replace("_", "-")
 
 
-def env_key() -> str:
-    """Hash of every dependency declaration: a new key means a new environment."""
+# --- what an environment holds --------------------------------------------------------
+
+
+# `uv export` selections. "all": every package editable with all extras and every test
+# group plus the root `dev` group (what tools/test, its lint step and tools/demo use: mypy
+# sees every dependency). "dev": the dev group alone (build, twine: tools/release).
+# "package:NAME": that package (and the siblings it depends on), its
+# extras, its `test` group and the dev group: what its CI job installs.
+def _export_args(selection: str) -> list[str]:
+    if selection == "all":
+        return ["--all-packages", "--all-groups", "--all-extras"]
+    if selection == "dev":
+        return ["--all-packages", "--only-group", "dev"]
+    if selection.startswith("package:"):
+        name = package(selection.split(":", 1)[1]).name
+        return ["--package", name, "--group", "test", "--group", "dev", "--all-extras"]
+    raise ValueError(f"unknown environment selection {selection!r}")
+
+
+def env_key(selection: str = "all") -> str:
+    """Hash of the lock, the interpreter, uv's version and the selection."""
     digest = hashlib.sha256()
+    digest.update(LOCK.read_bytes())
     digest.update(sys.version.encode())
-    digest.update(sorted(dev_group()).__repr__().encode())
-    for pkg in packages():
-        digest.update(pkg.name.encode())
-        digest.update(repr(sorted(pkg.dependencies)).encode())
-        digest.update(repr(sorted(pkg.test_group)).encode())
-        digest.update(repr(sorted(pkg.extras)).encode())
+    digest.update(UV_VERSION.encode())
+    digest.update(selection.encode())
     return digest.hexdigest()[:16]
 
 
-def cache_dir() -> Path:
-    """Where cached environments live (outside the clone)."""
+def cache_base() -> Path:
+    """Parent of the cached environments and of uv's cache (outside the clone)."""
     base = os.environ.get("MONOREPO_CACHE") or os.environ.get("XDG_CACHE_HOME")
-    return Path(base or Path.home() / ".cache") / "pymonorepo-venvs"
+    return Path(base or Path.home() / ".cache")
+
+
+def cache_dir() -> Path:
+    """Where cached environments live."""
+    return cache_base() / "pymonorepo-venvs"
 
 
 def venv_python(venv: Path) -> Path:
@@ -135,69 +163,213 @@ def run(cmd: list[str | os.PathLike[str]], **kwargs: object) -> None:
         sys.exit(f"command failed ({result.returncode}): {' '.join(map(str, cmd))}")
 
 
-def ensure_venv() -> Path:
-    """Create (or reuse) the cached environment and install the workspace into it editable."""
-    venv = cache_dir() / env_key()
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / f"{venv.name}.lock", "w") as lock:
+# --- uv -------------------------------------------------------------------------------
+
+
+def uv() -> Path:
+    """The pinned uv binary, installed with pip into the cache on first use."""
+    home = cache_base() / "pymonorepo-uv" / f"uv-{UV_VERSION}"
+    exe = home / "bin" / "uv"
+    if exe.exists():
+        return exe
+    home.parent.mkdir(parents=True, exist_ok=True)
+    with open(home.parent / f"{home.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        if not exe.exists():
+            log(f"installing uv {UV_VERSION} into {home}")
+            tmp = Path(tempfile.mkdtemp(prefix="uv-", dir=home.parent))
+            pip = [sys.executable, "-m", "pip", "install", "-q", "--root-user-action=ignore"]
+            run([*pip, "--prefix", str(tmp), f"uv=={UV_VERSION}"])
+            shutil.rmtree(home, ignore_errors=True)
+            tmp.rename(home)
+    return exe
+
+
+def pip_sources() -> dict[str, str]:
+    """uv's equivalents of pip's configured package sources (uv does not read pip's config).
+
+    find-links -> UV_FIND_LINKS, extra-index-url -> UV_INDEX, index-url -> UV_DEFAULT_INDEX.
+    Installs are pinned and hash-checked by the lock, so every index may offer every
+    package (unsafe-best-match is pip's own behaviour): a mirror on disk serves the same
+    files PyPI would.
+    """
+    got = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    config: dict[str, str] = {}
+    for line in got.splitlines():
+        key, _, value = line.partition("=")
+        name = key.rsplit(".", 1)[-1]
+        value = value.strip().strip("'\"")
+        # Environment variables (:env:) win over the files, as in pip.
+        if key.startswith(":env:") or name not in config:
+            config[name] = value
+    env = {}
+    if config.get("find-links"):
+        env["UV_FIND_LINKS"] = ",".join(config["find-links"].split())
+    if config.get("extra-index-url"):
+        env["UV_INDEX"] = " ".join(config["extra-index-url"].split())
+    if config.get("index-url"):
+        env["UV_DEFAULT_INDEX"] = config["index-url"]
+    if env:
+        env["UV_INDEX_STRATEGY"] = "unsafe-best-match"
+    return env
+
+
+def uv_env() -> dict[str, str]:
+    """The environment for running uv: its cache beside ours, no Python downloads."""
+    env = dict(os.environ)
+    env.setdefault("UV_CACHE_DIR", str(cache_base() / "pymonorepo-uv" / "cache"))
+    env["UV_PYTHON_DOWNLOADS"] = "never"
+    env["UV_NO_PROGRESS"] = "1"
+    env.update(pip_sources())
+    return env
+
+
+def uv_run(*args: str | os.PathLike[str], **kwargs: object) -> None:
+    """Run `uv ARGS` in the repository root with uv_env()."""
+    run([uv(), *args], cwd=ROOT, env=uv_env(), **kwargs)
+
+
+def _lock_env() -> dict[str, str]:
+    env = uv_env()
+    # The lock is resolved against PyPI alone: the same lock on every machine. Local
+    # mirrors only serve the locked files at install time (see pip_sources).
+    for name in ("UV_FIND_LINKS", "UV_INDEX", "UV_DEFAULT_INDEX", "UV_INDEX_STRATEGY"):
+        env.pop(name, None)
+    return env
+
+
+def lock(*args: str) -> None:
+    """Re-resolve uv.lock from every pyproject.toml (`tools/lock`)."""
+    run([uv(), "lock", "--python", sys.executable, *args], cwd=ROOT, env=_lock_env())
+
+
+def ensure_lock_current() -> None:
+    """Re-lock, loudly, when a pyproject.toml changed without `tools/lock` being run.
+
+    Keeps the two commands working on a tree where someone forgot; the warning says what
+    to commit.
+    """
+    check = subprocess.run(
+        [str(uv()), "lock", "--check", "--quiet", "--python", sys.executable],
+        cwd=ROOT,
+        env=_lock_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if check.returncode == 0:
+        return
+    log(
+        "WARNING: uv.lock does not match the pyproject.toml files; re-locking for this run. "
+        "Run tools/lock and commit uv.lock with the dependency change."
+    )
+    lock()
+
+
+# --- environments ---------------------------------------------------------------------
+
+
+def ensure_venv(selection: str = "all") -> Path:
+    """Create (or reuse) the cached environment for *selection*, workspace packages editable."""
+    if not LOCK.exists():
+        sys.exit(f"{LOCK.relative_to(ROOT)} is missing: create it with tools/lock")
+    ensure_lock_current()
+    venv = cache_dir() / env_key(selection)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / f"{venv.name}.lock", "w") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
         marker = venv / ".complete"
         if not marker.exists():
             if venv.exists():
                 log(f"removing incomplete environment {venv}")
                 shutil.rmtree(venv)
             started = time.monotonic()
-            log(f"creating environment {venv} (first run installs torch: a few minutes)")
-            run([sys.executable, "-m", "venv", venv])
-            py = venv_python(venv)
-            run([py, "-m", "pip", "install", "-q", "--upgrade", "pip"])
-            requirements = dev_group()
-            for pkg in packages():
-                requirements += [*pkg.dependencies, *pkg.extras, *pkg.test_group]
-            # Workspace packages come from the tree below, not from the registry.
-            local = {p.name for p in packages()}
-            requirements = sorted({r for r in requirements if _req_name(r) not in local})
-            run([py, "-m", "pip", "install", "-q", *requirements])
-            _install_editable(py)
-            marker.write_text(time.strftime("%Y-%m-%dT%H:%M:%S\n"))
+            log(f"creating environment {venv} ({selection}) from uv.lock")
+            _install(venv, selection)
+            marker.write_text(f"{selection}\n{time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
             log(f"environment ready in {time.monotonic() - started:.0f} s")
-        else:
-            py = venv_python(venv)
-            if not _editable_points_here(py):
-                _install_editable(py)
+        elif not _editable_points_here(venv, selection):
+            _install_editable(venv, _workspace_members(selection))
     _prune_old_envs(keep=venv)
     return venv
 
 
-def _req_name(requirement: str) -> str:
-    for i, ch in enumerate(requirement):
-        if not (ch.isalnum() or ch in "-_."):
-            return requirement[:i].lower().replace("_", "-")
-    return requirement.lower().replace("_", "-")
+def _requirements(selection: str) -> str:
+    """The locked requirements (pinned, with hashes) of *selection*: `uv export --frozen`."""
+    result = subprocess.run(
+        [
+            str(uv()),
+            "export",
+            "--frozen",
+            "--format",
+            "requirements-txt",
+            "--no-emit-workspace",
+            "--no-header",
+            *_export_args(selection),
+        ],
+        cwd=ROOT,
+        env=uv_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        sys.exit(f"uv export failed: {result.stderr.strip()}")
+    return result.stdout
 
 
-def _install_editable(py: Path) -> None:
+def _workspace_members(selection: str) -> list[Path]:
+    """The workspace packages *selection* holds (installed editable from this clone)."""
+    if selection == "dev":
+        return []
+    if selection.startswith("package:"):
+        wanted = package(selection.split(":", 1)[1])
+        names = {wanted.name}
+        for pkg in reversed(packages()):  # dependents come after what they depend on
+            if pkg.name in names:
+                names |= {_req_name(d) for d in pkg.dependencies}
+        return [p.path for p in packages() if p.name in names]
+    return [p.path for p in packages()]
+
+
+def _install(venv: Path, selection: str) -> None:
+    uv_run("venv", "--quiet", "--python", sys.executable, venv)
+    with tempfile.TemporaryDirectory() as tmp:
+        reqs = Path(tmp) / "requirements.txt"
+        reqs.write_text(_requirements(selection))
+        uv_run("pip", "sync", "--quiet", "--python", venv_python(venv), "--require-hashes", reqs)
+    _install_editable(venv, _workspace_members(selection))
+
+
+def _install_editable(venv: Path, members: list[Path]) -> None:
     log("installing the workspace packages editable")
-    args: list[str | os.PathLike[str]] = [py, "-m", "pip", "install", "-q", "--no-deps"]
-    args += ["--no-build-isolation"]
-    for pkg in packages():
-        args += ["-e", pkg.path]
-    run(args)
+    args: list[str | os.PathLike[str]] = ["pip", "install", "--quiet", "--no-deps"]
+    # hatchling, hatch-vcs and editables come from the lock (dev group), not a fresh build env.
+    args += ["--no-build-isolation", "--python", venv_python(venv)]
+    for path in members:
+        args += ["-e", path]
+    uv_run(*args)
 
 
-def _editable_points_here(py: Path) -> bool:
+def _editable_points_here(venv: Path, selection: str) -> bool:
     """True when every workspace package in the environment is this clone's source."""
+    members = _workspace_members(selection)
     code = (
         "import importlib.util, sys\n"
         "for m in sys.argv[1:]:\n"
         "    spec = importlib.util.find_spec(m)\n"
         "    print(spec.origin if spec else '')\n"
     )
-    mods = [p.module for p in packages()]
+    mods = [p.name.replace("-", "_") for p in members]
     out = subprocess.run(
-        [str(py), "-c", code, *mods], capture_output=True, text=True, check=False
+        [str(venv_python(venv)), "-c", code, *mods], capture_output=True, text=True, check=False
     ).stdout.split("\n")
-    expected = [str(p.path / "src" / p.module / "__init__.py") for p in packages()]
+    expected = [str(p / "src" / m / "__init__.py") for p, m in zip(members, mods, strict=True)]
     return out[: len(expected)] == expected
 
 
@@ -215,14 +387,17 @@ def _prune_old_envs(keep: Path, max_age_days: float = 2.0) -> None:
         if stamp.stat().st_mtime > cutoff:
             continue
         lock_path = old.parent / f"{old.name}.lock"
-        with open(lock_path, "w") as lock:
+        with open(lock_path, "w") as lock_file:
             try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue  # in use by another run
             log(f"removing environment {old} (unused for {max_age_days:g} days)")
             shutil.rmtree(old, ignore_errors=True)
         lock_path.unlink(missing_ok=True)
+
+
+# --- system packages --------------------------------------------------------------------
 
 
 def missing_system_packages() -> list[str]:

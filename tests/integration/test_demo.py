@@ -6,7 +6,10 @@ Smaller model and fewer benchmark iterations than `tools/demo`, same code (tools
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,7 @@ import demo_steps  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[demo_steps.Summary, Path]:
+def demo() -> Iterator[tuple[demo_steps.Summary, Path]]:
     for command, package in [
         ("nginx", "nginx"),
         ("git-lfs", "git-lfs"),
@@ -27,15 +30,16 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[demo_steps.Summary, 
         ("x86_64-w64-mingw32-gcc", "gcc-mingw-w64-x86-64"),
     ]:
         require_command(command, package)
-    out = tmp_path_factory.mktemp("demo")
-    # nginx workers run as `nobody`: they must be able to enter the data directory's parents.
-    base = tmp_path_factory.getbasetemp().parent
-    for folder in [out, *out.parents]:
-        folder.chmod(folder.stat().st_mode | 0o001)
-        if folder == base:
-            break
+    # nginx workers run as `nobody`: they must be able to enter the data directory's
+    # parents. Not under pytest's /tmp/pytest-of-USER: every pytest session that starts
+    # (several may run at once) sets that folder back to mode 0700.
+    out = Path(tempfile.mkdtemp(prefix="demo-test-"))
+    out.chmod(0o711)
     settings = demo_steps.Settings(out=out, channels=8, size=32, bench_iterations=5)
-    return demo_steps.run_demo(settings), out
+    try:
+        yield demo_steps.run_demo(settings), out
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
 
 
 def test_every_step_passes(demo: tuple[demo_steps.Summary, Path]) -> None:
