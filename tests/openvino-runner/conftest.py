@@ -129,6 +129,26 @@ def resnet18_onnx(export_onnx: ExportOnnx) -> Path:
     )
 
 
+@pytest.fixture(scope="session")
+def dynamo_deform_model(export_onnx: Callable[..., Path]) -> Path:
+    """A torchvision DeformConv2d block exported by torch.onnx.export(dynamo=True)."""
+    import torch
+    import torchvision
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.offset = torch.nn.Conv2d(4, 2 * 2 * 9, 3, padding=1)
+            self.mask = torch.nn.Conv2d(4, 2 * 9, 3, padding=1)
+            self.deform = torchvision.ops.DeformConv2d(4, 8, 3, padding=1, groups=2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.deform(x, self.offset(x) * 4, torch.sigmoid(self.mask(x)))
+
+    torch.manual_seed(0)
+    return export_onnx(Block(), (1, 4, 12, 12), "deform_block", "x", "y")
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)

@@ -7,7 +7,6 @@ DeformConv2d module with torch's dynamo exporter and runs it through the CLI.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,26 +168,6 @@ def test_three_d_deform_conv_is_refused_clearly(tmp_path: Path) -> None:
     )
     with pytest.raises(ConversionError, match=r"DeformConv \(opset 19\).*2-D only"):
         Runner(path).info()
-
-
-@pytest.fixture(scope="module")
-def dynamo_deform_model(export_onnx: Callable[..., Path]) -> Path:
-    """A torchvision DeformConv2d block exported by torch.onnx.export(dynamo=True)."""
-    import torch
-    import torchvision
-
-    class Block(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.offset = torch.nn.Conv2d(4, 2 * 2 * 9, 3, padding=1)
-            self.mask = torch.nn.Conv2d(4, 2 * 9, 3, padding=1)
-            self.deform = torchvision.ops.DeformConv2d(4, 8, 3, padding=1, groups=2)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.deform(x, self.offset(x) * 4, torch.sigmoid(self.mask(x)))
-
-    torch.manual_seed(0)
-    return export_onnx(Block(), (1, 4, 12, 12), "deform_block", "x", "y")
 
 
 def test_dynamo_exported_deform_conv_via_cli(

@@ -12,6 +12,15 @@ import numpy as np
 import pytest
 from openvino_runner import ConversionError, Runner
 from openvino_runner.cli import main
+from ovr_testmodels import (
+    ILL_CONDITIONED,
+    LIGHT,
+    ONNX_ATOL,
+    ONNX_RTOL,
+    light_case,
+    softmax64,
+    softmax_is_well_conditioned,
+)
 from PIL import Image
 
 pytestmark = pytest.mark.usefixtures("openvino_available")
@@ -24,65 +33,7 @@ def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, st
 
 
 # -- the onnx wheel's light models, with the outputs onnx ships for them -------------------
-# These models have constant weights, so every class gets the same logit, and most of them
-# end in a Softmax over logits of enormous magnitude (light_squeezenet ~9.5e9, resnet50
-# ~1.3e19, inception_v1 ~1.2e21, bvlc_alexnet ~3.6e12). At 9.5e9 one f32 step is 1024, and a
-# softmax turns a logit difference d into output ratios of up to e^(2d): the probabilities
-# are decided by the order in which an engine sums, not by the model. onnxruntime happens to
-# give exactly equal logits (softmax 0.001 each, the expected file); OpenVINO f32 on AVX-512
-# CPUs sums in another order, its logits spread over 3 steps (3e-7 relative: f32 rounding)
-# and its softmax is 0.0/0.125 (issue 11). Comparing those probabilities with a tolerance
-# tests the rounding of one CPU, not the conversion. So for these models the test compares
-# what is meaningful on every CPU:
-#  - the logits (the Softmax input, exposed as an extra graph output) against onnxruntime's,
-#    with onnx's own model-test tolerance (rtol 1e-3), which f32 rounding cannot break;
-#  - OpenVINO's softmax against a float64 softmax of OpenVINO's own logits: the softmax
-#    itself is well-conditioned in its inputs (x - max(x) is exact for nearby floats), so
-#    this holds tightly whether or not the logits came out equal;
-#  - the probabilities against onnx's expected file only where the maths allows: when even
-#    ROUNDING_STEPS f32 steps of logit error move the softmax by less than onnx's rtol.
-LIGHT = ["squeezenet", "densenet121", "resnet50", "inception_v1", "shufflenet", "bvlc_alexnet"]
-# Which light models end in an ill-conditioned softmax (checked against the rule below, so
-# the strict check cannot silently disappear for a model that allows it).
-ILL_CONDITIONED = {"squeezenet", "resnet50", "inception_v1", "bvlc_alexnet"}
-ONNX_RTOL, ONNX_ATOL = 1e-3, 1e-7  # onnx's model-test rule
-ROUNDING_STEPS = 1000  # generous: deep nets accumulate many roundings in their logits
-
-
-def light_case(name: str) -> tuple[Path, str, np.ndarray, np.ndarray]:
-    """Model path, input name, input, expected output: onnx's own rule for light models
-    (input = arange(n) / n in the input's shape, unknown dims 1)."""
-    onnx = pytest.importorskip("onnx")
-    from onnx import numpy_helper
-
-    folder = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-    path = folder / f"light_{name}.onnx"
-    model = onnx.load(str(path))
-    initializers = {i.name for i in model.graph.initializer}
-    graph_input = next(i for i in model.graph.input if i.name not in initializers)
-    shape = tuple(
-        d.dim_value if d.HasField("dim_value") else 1
-        for d in graph_input.type.tensor_type.shape.dim
-    )
-    n = int(np.prod(shape))
-    data = (np.arange(n).reshape(shape) / n).astype(np.float32)
-    expected = numpy_helper.to_array(onnx.load_tensor(str(folder / f"light_{name}_output_0.pb")))
-    return path, graph_input.name, data, expected
-
-
-def softmax64(logits: np.ndarray) -> np.ndarray:
-    """Softmax in float64 with the light models' opset-9 rule (axis 1, the input flattened
-    to 2-D there: squeezenet's (1, 1000, 1, 1) is one row of 1000)."""
-    z = logits.astype(np.float64).reshape(logits.shape[0], -1)
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    return (e / e.sum(axis=1, keepdims=True)).reshape(logits.shape)
-
-
-def softmax_is_well_conditioned(logits: np.ndarray) -> bool:
-    """True when ROUNDING_STEPS f32 steps of error in *logits* keep the softmax within
-    onnx's rtol (a logit difference d scales softmax outputs by up to e^(2d) ~ 1 + 2d)."""
-    step = float(np.spacing(np.float32(np.abs(logits).max())))
-    return 2 * ROUNDING_STEPS * step <= ONNX_RTOL
+# Why most of them are judged by their logits: see ovr_testmodels.py.
 
 
 @pytest.mark.parametrize("name", LIGHT)
@@ -99,7 +50,7 @@ def test_light_models_match_onnx_expected_outputs(name: str, tmp_path: Path) -> 
         return
     (logits_name,) = producers.values()
     exposed = tmp_path / path.name
-    exposed.write_bytes(with_extra_outputs(path, producers))
+    exposed.write_bytes(with_extra_outputs(path, producers.values()))
     assert [o.name for o in onnx.load(str(exposed)).graph.output][-1] == logits_name
     prob, logits = Runner(exposed, precision="f32").infer({input_name: data}).values()
     _, (_, reference_logits) = run_onnxruntime(str(exposed), {input_name: data})

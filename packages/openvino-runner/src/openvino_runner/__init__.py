@@ -8,6 +8,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from openvino_runner.benchmark import BenchmarkResult
+from openvino_runner.convert import CheckResult, ConversionReport, convert_model
 from openvino_runner.deformconv import deform_conv_extension
 from openvino_runner.errors import (
     ConversionError,
@@ -26,7 +27,9 @@ except PackageNotFoundError:  # running from a source tree or a bundle without m
 
 __all__ = [
     "BenchmarkResult",
+    "CheckResult",
     "ConversionError",
+    "ConversionReport",
     "ImageOptions",
     "InputError",
     "InputSpec",
@@ -37,5 +40,6 @@ __all__ = [
     "Runner",
     "RunnerError",
     "__version__",
+    "convert_model",
     "deform_conv_extension",
 ]

@@ -2,15 +2,26 @@
 
 Heavy modules (OpenVINO, onnxruntime, tqdm) are imported inside the subcommands, so
 ``openvino-runner --help`` answers at once.
+
+The shared CLI rule: errors are one line on stderr (``openvino-runner: error: ...``);
+exit status 0 on success, 1 when ``compare`` or ``convert --check`` finds a mismatch, 2 for
+usage or input problems and anything the command could not do, 130 on Ctrl-C
+(``openvino-runner: interrupted``); output files are written to a temporary name in the
+target's folder and renamed into place (removed on error or interrupt); ``--json -``
+writes the JSON to stdout and the human-readable text to stderr; a closed stdout
+(``| head -1``) ends the program quietly.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import secrets
 import sys
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +34,12 @@ if TYPE_CHECKING:
 
     from openvino_runner.runner import Runner
 
+PROG = "openvino-runner"
 PRECISION_CHOICES = ("f32", "bf16", "f16", "default")
+EXIT_MISMATCH = 1
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # like a Unix tool killed by SIGPIPE
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -124,10 +140,13 @@ def _add_model_options(parser: argparse.ArgumentParser, *, inputs: bool = True) 
     images.add_argument("--bgr", action="store_true", help="channels in BGR order (default: RGB)")
 
 
+JSON_HELP = "also write the report as JSON to FILE ('-': stdout; the text then goes to stderr)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of `openvino-runner`."""
     parser = argparse.ArgumentParser(
-        prog="openvino-runner",
+        prog=PROG,
         description="Inspect, run, compare and benchmark models on OpenVINO.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -135,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     info = sub.add_parser("info", help="inputs, outputs, op counts and conversion of a model")
     _add_model_options(info, inputs=False)
-    info.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    info.add_argument("--json", metavar="FILE", help=JSON_HELP)
 
     run = sub.add_parser("run", help="run one inference, print and save the outputs")
     _add_model_options(run)
@@ -149,7 +168,13 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance (1e-4)")
     compare.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (1e-3)")
     compare.add_argument("--top-k", type=_positive_int, default=5, help="k of top-k agreement")
-    compare.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    compare.add_argument(
+        "--reference",
+        metavar="MODEL.onnx",
+        help="run this ONNX model on onnxruntime (default: MODEL itself, which must be ONNX); "
+        "e.g. the source of an IR written by `convert`",
+    )
+    compare.add_argument("--json", metavar="FILE", help=JSON_HELP)
 
     bench = sub.add_parser("bench", help="measure compile time, latency and throughput")
     _add_model_options(bench)
@@ -168,8 +193,46 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--streams", type=_positive_int, metavar="N", help="NUM_STREAMS")
     bench.add_argument("--threads", type=_positive_int, metavar="N", help="INFERENCE_NUM_THREADS")
     bench.add_argument("--cache-dir", metavar="DIR", help="OpenVINO model cache folder")
-    bench.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    bench.add_argument("--json", metavar="FILE", help=JSON_HELP)
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    convert = sub.add_parser(
+        "convert",
+        help="write the model as OpenVINO IR (.xml + .bin), DeformConv included "
+        "(exit 1: --check mismatch)",
+    )
+    _add_model_options(convert, inputs=False)
+    convert.add_argument(
+        "-o", "--output", required=True, metavar="OUT.xml", help="the IR to write (.bin beside it)"
+    )
+    convert.add_argument(
+        "--compress-to-fp16",
+        action="store_true",
+        help="store float weights as FP16 (half the size; outputs move by ~1e-3 relative)",
+    )
+    convert.add_argument(
+        "--output-names",
+        metavar="NAME[,NAME...]",
+        help="keep only these outputs, in this order (ops only they needed are dropped)",
+    )
+    convert.add_argument(
+        "--check",
+        action="store_true",
+        help="run the IR against the source (OpenVINO, and onnxruntime for ONNX) on seeded "
+        "random inputs; exit 1 beyond tolerance",
+    )
+    convert.add_argument(
+        "--atol",
+        type=float,
+        help="--check's absolute tolerance (default 1e-4, or 1e-2 with --compress-to-fp16)",
+    )
+    convert.add_argument(
+        "--rtol",
+        type=float,
+        help="--check's relative tolerance (default 1e-3, or 1e-2 with --compress-to-fp16)",
+    )
+    convert.add_argument("--seed", type=int, default=0, help="seed of --check's random inputs")
+    convert.add_argument("--json", metavar="FILE", help=JSON_HELP)
     return parser
 
 
@@ -218,7 +281,7 @@ def _check_targets(args: argparse.Namespace) -> None:
         ("--output", getattr(args, "output", None)),
         ("--json", getattr(args, "json", None)),
     ):
-        if not value:
+        if not value or (option == "--json" and value == "-"):
             continue
         target = Path(value)
         folder = target.parent
@@ -229,24 +292,49 @@ def _check_targets(args: argparse.Namespace) -> None:
             raise RunnerError(
                 f"{option} {value}: the folder {folder} {what}; create it or pick another path"
             )
+        if not os.access(folder, os.W_OK):
+            raise RunnerError(
+                f"{option} {value}: the folder {folder} is not writable (read-only?); "
+                "pick another path"
+            )
+
+
+@contextlib.contextmanager
+def _temporary_beside(target: Path) -> Iterator[Path]:
+    """A fresh hidden name in *target*'s folder, removed afterwards if still there."""
+    partial = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
+    try:
+        yield partial
+    finally:  # also on KeyboardInterrupt; a read-only folder may refuse even this
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
 
 
 def _write_atomically(target: Path, write: Callable[[Path], object], option: str) -> None:
-    """Write *target* through a ``.partial`` file renamed into place, or raise RunnerError."""
-    partial = target.with_name(target.name + ".partial")
-    try:
-        write(partial)
-        partial.replace(target)  # never leave a half-written file behind
-    except OSError as exc:
-        partial.unlink(missing_ok=True)
-        raise RunnerError(f"{option}: cannot write {target}: {exc.strerror or exc}") from None
+    """Write *target* through a temporary file renamed into place, or raise RunnerError.
+
+    Messages name *target*, never the temporary.
+    """
+    with _temporary_beside(target) as partial:
+        try:
+            write(partial)
+            partial.replace(target)  # never leave a half-written file behind
+        except OSError as exc:
+            raise RunnerError(f"{option}: cannot write {target}: {exc.strerror or exc}") from None
 
 
-def _write_json(path: str | None, data: dict[str, Any]) -> None:
-    if path:
-        text = json.dumps(data, indent=2, default=str) + "\n"
-        _write_atomically(Path(path), lambda p: p.write_text(text), "--json")
-        print(f"report written to {path}")
+def _write_json(args: argparse.Namespace, data: dict[str, Any]) -> None:
+    path = getattr(args, "json", None)
+    if not path:
+        return
+    text = json.dumps(data, indent=2, default=str) + "\n"
+    if path == "-":
+        stdout = getattr(args, "real_stdout", None) or sys.stdout
+        stdout.write(text)
+        stdout.flush()
+        return
+    _write_atomically(Path(path), lambda p: p.write_text(text), "--json")
+    print(f"report written to {path}")
 
 
 def save_npz(path: Path, arrays: Mapping[str, Any]) -> None:
@@ -298,8 +386,11 @@ def cmd_info(args: argparse.Namespace) -> int:
         for what, count in info.custom_conversions.items():
             print(f"  {what:<32} {count}")
     if info.converted:
-        print("to skip conversion next time: ovc MODEL (writes OpenVINO IR .xml/.bin)")
-    _write_json(args.json, info.to_dict())
+        print(
+            f"to skip conversion next time: {PROG} convert MODEL -o MODEL.xml "
+            "(writes OpenVINO IR .xml/.bin)"
+        )
+    _write_json(args, info.to_dict())
     return 0
 
 
@@ -349,6 +440,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         atol=args.atol,
         rtol=args.rtol,
         top_k=args.top_k,
+        reference=args.reference,
     )
     default = (
         " (openvino-runner's default, for parity; OpenVINO alone picks bf16 on AMX CPUs)"
@@ -372,7 +464,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if r.note:
             print(f"    why: {r.note}")
     print("result: " + ("all outputs match" if report.passed else "MISMATCH"))
-    _write_json(args.json, report.to_dict())
+    _write_json(args, report.to_dict())
     return 0 if report.passed else 1
 
 
@@ -440,29 +532,133 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print("effective device properties:")
     for name, value in props.items():
         print(f"  {name:<34} {value}")
-    _write_json(args.json, result.to_dict())
+    _write_json(args, result.to_dict())
     return 0
 
 
-COMMANDS = {"info": cmd_info, "run": cmd_run, "compare": cmd_compare, "bench": cmd_bench}
+def _size_text(size: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024  # type: ignore[assignment]
+    raise AssertionError("unreachable")
+
+
+def _print_ops(title: str, counts: Mapping[str, int]) -> None:
+    print(f"{title} ({sum(counts.values())}):")
+    for op, count in counts.items():
+        print(f"  {op:<32} {count}")
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    runner = _runner(args)
+    names = [n.strip() for n in (args.output_names or "").split(",") if n.strip()]
+    report = runner.convert(
+        args.output,
+        compress_to_fp16=args.compress_to_fp16,
+        output_names=names or None,
+        check=args.check,
+        atol=args.atol,
+        rtol=args.rtol,
+        seed=args.seed,
+    )
+    ir = report.ir_info
+    weights = "FP16 (compressed)" if report.compressed_to_fp16 else "as in the source"
+    print(
+        f"source:  {report.source} ({report.source_info.format}, {_size_text(report.source_bytes)})"
+    )
+    print(
+        f"wrote:   {report.xml} ({_size_text(report.xml_bytes)}) + {report.bin} "
+        f"({_size_text(report.bin_bytes)}); float weights {weights}"
+    )
+    for title, ports in (("inputs", ir.inputs), ("outputs", ir.outputs)):
+        print(f"{title}:")
+        for port in ports:
+            print(f"  {port.name:<32} {port.element_type:<6} {port.shape}")
+    before = "ONNX ops in the source" if report.source_info.source_op_counts else "ops before"
+    _print_ops(before, report.op_counts_before)
+    _print_ops("OpenVINO ops in the IR", report.op_counts_after)
+    if runner.info().custom_conversions:
+        print("converted by openvino-runner's extensions:")
+        for what, count in runner.info().custom_conversions.items():
+            print(f"  {what:<32} {count}")
+    for check in report.checks:
+        print(
+            f"check against {check.reference}: |ir - ref| <= {check.atol:g} + "
+            f"{check.rtol:g} * |ref|"
+        )
+        for r in check.outputs:
+            status = "PASS" if r.passed else "FAIL"
+            print(
+                f"  {status} {r.name}: max abs {r.max_abs:.3g}, max rel {r.max_rel:.3g}, "
+                f"cosine {r.cosine:.6f}"
+            )
+    if report.checks:
+        print("result: " + ("the IR matches the source" if report.passed else "MISMATCH"))
+    _write_json(args, report.to_dict())
+    return 0 if report.passed else EXIT_MISMATCH
+
+
+COMMANDS = {
+    "info": cmd_info,
+    "run": cmd_run,
+    "compare": cmd_compare,
+    "bench": cmd_bench,
+    "convert": cmd_convert,
+}
+
+
+def _one_line(message: str) -> str:
+    """A multi-line message (a conversion report's list of ops) as one line."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines:
+        return message
+    return lines[0] + (" " + "; ".join(lines[1:]) if len(lines) > 1 else "")
+
+
+def _error(message: str) -> int:
+    print(f"{PROG}: error: {_one_line(message)}", file=sys.stderr)
+    return EXIT_ERROR
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `openvino-runner` with *argv* (default: ``sys.argv[1:]``); return the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 2
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return EXIT_ERROR
         _check_targets(args)
-        return COMMANDS[args.command](args)
+        args.real_stdout = sys.stdout
+        # `--json -`: the JSON owns stdout, the human-readable text goes to stderr
+        text_to_stderr = getattr(args, "json", None) == "-"
+        with contextlib.redirect_stdout(sys.stderr) if text_to_stderr else contextlib.nullcontext():
+            code = COMMANDS[args.command](args)
+        sys.stdout.flush()
+        return code
     except RunnerError as exc:
-        print(f"openvino-runner {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return _error(str(exc))
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            return _closed_stdout()
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _error(f"{where}{exc.strerror or exc}")
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _closed_stdout() -> int:
+    """The reader of stdout went away (``| head -1``): stop quietly, like a Unix tool.
+
+    Python would flush stdout again at exit and print a second BrokenPipeError, so stdout
+    is pointed at /dev/null first.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

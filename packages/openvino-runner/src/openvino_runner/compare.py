@@ -20,15 +20,16 @@ alone decides the outputs, and no tolerance on them means anything.
 
 from __future__ import annotations
 
+import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from openvino_runner.errors import MissingDependencyError, RunnerError
+from openvino_runner.errors import MissingDependencyError, ModelFileError, RunnerError
 from openvino_runner.inputs import Feeds, ImageOptions
 from openvino_runner.runner import Runner
 
@@ -262,16 +263,17 @@ def softmax_inputs(path: Path) -> dict[str, str]:
     }
 
 
-def with_extra_outputs(path: Path, names: Mapping[str, str]) -> bytes:
-    """The ONNX model at *path* with the tensors *names* (extra output: typed like the
-    graph output it maps to) appended to its outputs, serialized."""
+def with_extra_outputs(path: Path, tensors: Iterable[str]) -> bytes:
+    """The ONNX model at *path* with the tensors *tensors* appended to its outputs,
+    serialized. The new outputs carry no type: both engines infer it."""
     import onnx
 
     model = onnx.load(str(path), load_external_data=False)
-    types = {o.name: o.type.tensor_type.elem_type for o in model.graph.output}
-    for output, tensor in names.items():
-        elem = types.get(output) or onnx.TensorProto.FLOAT
-        model.graph.output.append(onnx.helper.make_tensor_value_info(tensor, elem, None))
+    present = {o.name for o in model.graph.output}
+    for tensor in tensors:
+        if tensor not in present:
+            model.graph.output.append(onnx.ValueInfoProto(name=tensor))
+            present.add(tensor)
     return bytes(model.SerializeToString())
 
 
@@ -291,7 +293,7 @@ def explain_softmax_failures(
     failed = {r.name: producers[r.name] for r in results if not r.passed and r.name in producers}
     if not failed:
         return results
-    data = with_extra_outputs(runner.path, failed)
+    data = with_extra_outputs(runner.path, failed.values())
     with tempfile.TemporaryDirectory(prefix="openvino-runner-") as folder:
         copy = Path(folder) / runner.path.name
         copy.write_bytes(data)
@@ -331,32 +333,42 @@ def compare_with_onnxruntime(
     atol: float = DEFAULT_ATOL,
     rtol: float = DEFAULT_RTOL,
     top_k: int = DEFAULT_TOP_K,
+    reference: str | os.PathLike[str] | None = None,
 ) -> CompareReport:
-    """Run *runner*'s ONNX model on OpenVINO and onnxruntime with the same inputs.
+    """Run *runner*'s model on OpenVINO and an ONNX model on onnxruntime, same inputs.
 
-    Outputs are matched by position (both keep the ONNX graph's output order).
+    The ONNX model is *reference* when given (e.g. the source of an IR that *runner*
+    reads), else *runner*'s own model, which must then be ONNX. Outputs are matched by
+    position (IR written from an ONNX model and both engines keep ONNX's output order).
     """
-    if runner.path.suffix.lower() != ".onnx":
+    onnx_path = Path(reference) if reference is not None else runner.path
+    if onnx_path.suffix.lower() != ".onnx":
+        if reference is not None:
+            raise RunnerError(f"--reference must be an .onnx model, got {onnx_path.name}")
         raise RunnerError(
-            f"comparing against onnxruntime needs an .onnx model, got {runner.path.name}"
+            f"comparing against onnxruntime needs an .onnx model, got {runner.path.name}; "
+            "for an IR (.xml), name its ONNX source with --reference MODEL.onnx"
         )
+    if not onnx_path.is_file():
+        raise ModelFileError(f"reference model {str(onnx_path)!r} does not exist")
     feeds = runner.prepare(inputs, seed=seed, image=image)
     actual = runner.run(feeds)
-    expected = run_onnxruntime(str(runner.path), feeds)
-    results = [
-        compare_arrays(name, got, ref, atol=atol, rtol=rtol, top_k=top_k)
-        for (name, ref), got in zip(expected, actual.values(), strict=False)
-    ]
+    expected = run_onnxruntime(str(onnx_path), feeds)
     if len(expected) != len(actual):
         raise RunnerError(
             f"OpenVINO gives {len(actual)} outputs and onnxruntime {len(expected)}; "
             "cannot compare them"
         )
-    results = explain_softmax_failures(runner, feeds, results, atol=atol, rtol=rtol)
+    results = [
+        compare_arrays(name, got, ref, atol=atol, rtol=rtol, top_k=top_k)
+        for (name, ref), got in zip(expected, actual.values(), strict=True)
+    ]
+    if reference is None:
+        results = explain_softmax_failures(runner, feeds, results, atol=atol, rtol=rtol)
     precision = runner.properties().get("INFERENCE_PRECISION_HINT", runner.precision or "default")
     return CompareReport(
         model=str(runner.path),
-        reference="onnxruntime",
+        reference=f"onnxruntime ({onnx_path})" if reference is not None else "onnxruntime",
         precision=precision,
         atol=atol,
         rtol=rtol,

@@ -9,6 +9,8 @@ Node names come from the ONNX file itself when the optional ``onnx`` package is 
 
 from __future__ import annotations
 
+import mmap
+import os
 import re
 from collections import Counter
 from pathlib import Path
@@ -124,3 +126,76 @@ def source_op_counts(path: Path) -> dict[str, int] | None:
         return None
     nodes = onnx_nodes(path)
     return None if nodes is None else by_count(Counter(op for op, _ in nodes))
+
+
+# ONNX files are one protobuf ModelProto; its field 7 is the graph.
+_ONNX_GRAPH_FIELD = 7
+
+
+def _varint(data: bytes | mmap.mmap, pos: int) -> tuple[int, int]:
+    """Decode a protobuf varint at *pos*; ``(value, next position)``; IndexError at EOF."""
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def onnx_file_problem(path: Path) -> str | None:
+    """Why the ``.onnx`` file at *path* cannot be an ONNX model, or ``None``.
+
+    The file is mapped, not read: only the few top-level field headers are touched.
+    """
+    with open(path, "rb") as file:
+        if os.fstat(file.fileno()).st_size == 0:
+            return "the file is empty"
+        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return onnx_bytes_problem(data)
+
+
+def onnx_bytes_problem(data: bytes | mmap.mmap) -> str | None:
+    """Why *data* (an ``.onnx`` file's bytes) cannot be an ONNX model, or ``None``.
+
+    Walks the top-level protobuf fields only (no ``onnx`` package needed): a field that
+    runs past the end means the file is truncated; a malformed tag means it is not
+    protobuf at all. OpenVINO itself reads some truncated files without complaint (weights
+    missing) and answers others with every frontend's log noise.
+    """
+    if not data:
+        return "the file is empty"
+    pos, size, fields = 0, len(data), set()
+    try:
+        while pos < size:
+            tag, pos = _varint(data, pos)
+            number, wire = tag >> 3, tag & 7
+            if number == 0:
+                return "it is not an ONNX model (not protobuf: field number 0)"
+            if wire == 0:
+                _, pos = _varint(data, pos)
+            elif wire == 1:
+                pos += 8
+            elif wire == 2:
+                length, pos = _varint(data, pos)
+                pos += length
+            elif wire == 5:
+                pos += 4
+            else:
+                return f"it is not an ONNX model (not protobuf: wire type {wire})"
+            fields.add(number)
+            if pos > size:
+                return (
+                    f"the file is truncated: a field needs {pos - size} more bytes than the "
+                    f"{size} there are (an interrupted download or copy?)"
+                )
+    except IndexError:
+        return f"the file is truncated: it ends inside a field header ({size} bytes)"
+    except ValueError:
+        return "it is not an ONNX model (not protobuf: a malformed number)"
+    if _ONNX_GRAPH_FIELD not in fields:
+        return "it is not an ONNX model (it has no graph)"
+    return None

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,11 +33,15 @@ from openvino_runner.diagnostics import (
     by_count,
     conversion_error,
     conversion_failures,
+    onnx_file_problem,
     onnx_nodes,
     source_op_counts,
 )
 from openvino_runner.errors import InputError, ModelFileError, RunnerError
 from openvino_runner.inputs import Dim, Feeds, ImageOptions, InputSpec, prepare_inputs
+
+if TYPE_CHECKING:
+    from openvino_runner.convert import ConversionReport
 
 # Also re-exported here from the modules they moved to: BenchmarkResult, latency_summary
 # (benchmark), FORMATS, conversion_failures, onnx_nodes (diagnostics).
@@ -208,6 +212,15 @@ class Runner:
         return self._core
 
     def _read(self) -> Any:
+        if self.path.suffix.lower() == ".onnx" and self.path.is_file():
+            # OpenVINO reads some truncated files silently, and answers others with every
+            # frontend's log noise and "unsupported format": look at the file first.
+            try:
+                problem = onnx_file_problem(self.path)
+            except OSError as exc:
+                raise ModelFileError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+            if problem is not None:
+                raise ModelFileError(f"{self.path} is not a valid ONNX file: {problem}")
         try:
             model = self.core.read_model(str(self.path))
         except RuntimeError as exc:
@@ -237,6 +250,13 @@ class Runner:
         fixed = {k: tuple(int(d) for d in v) for k, v in shapes.items()}
         self._apply_shapes(self.model, fixed)
         self.shapes.update(fixed)
+        self._compiled = None
+        self._request = None
+
+    def use_model(self, model: Any) -> None:
+        """Run *model* (an ``openvino.Model``, e.g. this file's model cut to other outputs)
+        instead of reading the file; drops an earlier compilation."""
+        self._model = model
         self._compiled = None
         self._request = None
 
@@ -395,6 +415,37 @@ class Runner:
             name: np.array(request.get_output_tensor(i).data, copy=True)
             for i, name in enumerate(self.output_names())
         }
+
+    # -- converting --------------------------------------------------------------------
+    def convert(
+        self,
+        output: str | os.PathLike[str],
+        *,
+        compress_to_fp16: bool = False,
+        output_names: Sequence[str] | None = None,
+        check: bool = False,
+        atol: float | None = None,
+        rtol: float | None = None,
+        seed: int = 0,
+    ) -> ConversionReport:
+        """Write this model (as read and reshaped) as OpenVINO IR at *output* (``.xml``).
+
+        See :func:`openvino_runner.convert_model`: atomic write, optional FP16 weights,
+        *output_names* to keep only some outputs, and *check* to run the IR against the
+        source.
+        """
+        from openvino_runner.convert import convert_runner
+
+        return convert_runner(
+            self,
+            output,
+            compress_to_fp16=compress_to_fp16,
+            output_names=output_names,
+            check=check,
+            atol=atol,
+            rtol=rtol,
+            seed=seed,
+        )
 
     # -- benchmarking ------------------------------------------------------------------
     def benchmark(
