@@ -88,8 +88,8 @@ def packages() -> list[Package]:
         if pkg in ordered:
             return
         for dep in pkg.dependencies:
-            if _req_name(dep) in found:
-                visit(found[_req_name(dep)])
+            if req_name(dep) in found:
+                visit(found[req_name(dep)])
         ordered.append(pkg)
 
     for pkg in found.values():
@@ -106,7 +106,8 @@ def package(name: str) -> Package:
     sys.exit(f"unknown package {name!r}; expected one of: {names}")
 
 
-def _req_name(requirement: str) -> str:
+def req_name(requirement: str) -> str:
+    """The normalised project name of a requirement string."""
     match = re.match(r"[A-Za-z0-9._-]+", requirement.strip())
     return (match.group(0) if match else requirement).lower().replace("_", "-")
 
@@ -332,7 +333,7 @@ def _workspace_members(selection: str) -> list[Path]:
         names = {wanted.name}
         for pkg in reversed(packages()):  # dependents come after what they depend on
             if pkg.name in names:
-                names |= {_req_name(d) for d in pkg.dependencies}
+                names |= {req_name(d) for d in pkg.dependencies}
         return [p.path for p in packages() if p.name in names]
     return [p.path for p in packages()]
 
@@ -347,6 +348,8 @@ def _install(venv: Path, selection: str) -> None:
 
 
 def _install_editable(venv: Path, members: list[Path]) -> None:
+    if not members:
+        return
     log("installing the workspace packages editable")
     args: list[str | os.PathLike[str]] = ["pip", "install", "--quiet", "--no-deps"]
     # hatchling, hatch-vcs and editables come from the lock (dev group), not a fresh build env.
