@@ -6,7 +6,7 @@ line the way ``exepy build`` does, then verify the output with pefile, independe
 exepy's own reader: it parses, every original resource is byte-identical, the new ones are
 present, the overlay is identical, the checksum verifies, SizeOfImage, SizeOfInitializedData,
 the section table and the resource data directory are exact. Prints one line per failure
-and a summary; exits 1 if anything failed.
+and a summary; exits 1 if anything failed, 2 if there was nothing to check, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import argparse
 import importlib.util
 import io
 import itertools
+import os
 import sys
 import time
 import warnings
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import pefile
 
-from exepy import image
+from exepy import __version__, image
 from exepy.editor import ResourceEditor
 from exepy.restree import ResourceKey, upper_name
 
@@ -59,15 +60,20 @@ def distlib_launchers() -> list[Path]:
     return sorted(folder.glob("*.exe"))
 
 
-def default_corpus(extra: Iterable[Path] = ()) -> list[Path]:
-    """Wine's binaries, distlib's launchers, and *extra* files or folders (searched for PE)."""
-    paths = [*wine_binaries(), *distlib_launchers()]
-    for item in extra:
+def expand(items: Iterable[Path]) -> list[Path]:
+    """Files as given; folders replaced by the ``.exe`` and ``.dll`` files found under them."""
+    paths: list[Path] = []
+    for item in items:
         if item.is_dir():
             paths.extend(sorted(p for p in item.rglob("*") if p.suffix.lower() in (".exe", ".dll")))
         else:
             paths.append(item)
     return paths
+
+
+def default_corpus(extra: Iterable[Path] = ()) -> list[Path]:
+    """Wine's binaries, distlib's launchers, and *extra* files or folders (searched for PE)."""
+    return [*wine_binaries(), *distlib_launchers(), *expand(extra)]
 
 
 def parse_with_pefile(data: bytes) -> pefile.PE:
@@ -237,7 +243,11 @@ def check_file(path: Path, result: CorpusResult, original: bytes | None = None) 
     from embeddedimport import bundle
 
     if original is None:
-        original = path.read_bytes()
+        try:
+            original = path.read_bytes()
+        except OSError as exc:
+            result.skipped[str(path)] = f"cannot read it: {exc.strerror or exc}"
+            return
     try:
         editor = ResourceEditor(original)
     except image.PEError as exc:
@@ -275,25 +285,58 @@ def run(paths: Sequence[Path]) -> CorpusResult:
     started = time.perf_counter()
     for path in paths:
         check_file(path, result)
-        if path.parent.name == "distlib" and path.suffix == ".exe":
+        if (
+            path.parent.name == "distlib"
+            and path.suffix == ".exe"
+            and str(path) not in result.skipped
+        ):
             # How distlib really uses its launchers: with a zip appended.
             check_file(path.with_name(path.name + "+zip"), result, with_zip(path.read_bytes()))
     result.seconds = time.perf_counter() - started
     return result
 
 
+PROG = "python -m exepy.corpus"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: check the default corpus plus any given files or folders."""
-    parser = argparse.ArgumentParser(
-        prog="python -m exepy.corpus", description=__doc__.split("\n\n")[0]
-    )
+    """Command line: check the default corpus plus any given files or folders.
+
+    Exit status: 0 all sound, 1 a rewrite failed its checks, 2 nothing to check or a
+    given path is missing, 130 interrupted (Ctrl-C), 141 standard output was closed.
+    """
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="*", type=Path, help="more PE files or folders to check")
     parser.add_argument("--only", action="store_true", help="check only the given paths")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     args = parser.parse_args(argv)
-    paths = list(args.paths) if args.only else default_corpus(args.paths)
+    try:
+        return _check(args.paths, only=args.only)
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{PROG}: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        # `... | head`: stop quietly, and keep the interpreter's final flush from failing too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+
+
+def _error(message: str) -> int:
+    sys.stderr.write(f"{PROG}: error: {message}\n")
+    return 2
+
+
+def _check(given: Sequence[Path], *, only: bool) -> int:
+    for path in given:
+        if not path.exists():
+            return _error(f"{path}: no such file or folder; give PE files (.exe, .dll) or folders")
+    paths = expand(given) if only else default_corpus(given)
     if not paths:
-        sys.stderr.write("no PE files found (install wine, or pass paths)\n")
-        return 2
+        return _error(
+            "no PE files to check: Wine's binaries and pip's launchers are not installed "
+            "here; install wine or pass PE files or folders"
+        )
     result = run(paths)
     for path, problems in result.failed.items():
         for problem in problems:
@@ -307,6 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{len(result.failed)} failed, {len(result.skipped)} not PE files exepy edits; "
         f"{result.seconds:.1f} s\n"
     )
+    sys.stdout.flush()
     return 1 if result.failed else 0
 
 
