@@ -328,9 +328,9 @@ def _error(message: str) -> int:
 
 
 def _check(given: Sequence[Path], *, only: bool) -> int:
-    for path in given:
-        if not path.exists():
-            return _error(f"{path}: no such file or folder; give PE files (.exe, .dll) or folders")
+    missing = next((item for item in given if not item.exists()), None)
+    if missing is not None:
+        return _error(f"{missing}: no such file or folder; give PE files (.exe, .dll) or folders")
     paths = expand(given) if only else default_corpus(given)
     if not paths:
         return _error(
