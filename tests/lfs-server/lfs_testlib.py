@@ -41,7 +41,7 @@ def cli(
     """Run the console script as a user would."""
     return subprocess.run(
         [sys.executable, "-m", "lfs_server.cli", *args, "--data", str(data)]
-        if args and args[0] not in ("pre-receive",)
+        if args and args[0] not in ("pre-receive", "hook")
         else [sys.executable, "-m", "lfs_server.cli", *args],
         input=stdin,
         capture_output=True,

@@ -73,7 +73,7 @@ def test_own_nginx_with_printed_config_and_deploy_gunicorn_conf() -> None:
             "-m",
             "gunicorn",
             "-c",
-            str(PKG / "deploy/gunicorn.conf.py"),
+            "python:lfs_server.gunicorn_conf",
             "lfs_server.wsgi:app",
         ],
         env=env,

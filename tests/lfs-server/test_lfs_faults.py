@@ -358,8 +358,14 @@ def test_full_disk_gives_507_keeps_earlier_objects_and_recovers(small_disk_serve
     tiny_up = api.upload_action(repo, oid_of(tiny), len(tiny))["upload"]
 
     filler = _fill(srv.data, leave=1 * MIB)
-    # The batch API refuses early, naming the space needed...
+    # The batch API refuses early, naming the space needed: per object for one that alone
+    # cannot fit, for the whole batch when objects that fit alone cannot fit together...
     r = api.batch(repo, {"operation": "upload", "objects": [{"oid": big_oid, "size": len(big)}]})
+    assert r.status_code == 200, r.text
+    error = r.json()["objects"][0]["error"]
+    assert error["code"] == 507 and "insufficient storage" in error["message"], error
+    pair = [{"oid": oid_of(os.urandom(8)), "size": 700 * 1024} for _ in range(2)]
+    r = api.batch(repo, {"operation": "upload", "objects": pair})
     assert_lfs_error(r, 507, "insufficient storage")
     # ...and a client that already holds an upload action gets 507 from the PUT itself.
     up = actions["upload"]

@@ -60,7 +60,9 @@ def test_expired_action_token_makes_client_ask_again(tmp_path: Path) -> None:
             srv.data / "repos/slow/net.git/objects" / oid[:2] / oid[2:4] / oid
         ).read_bytes() == data
         log = (srv.data / "serve.log").read_text()
-        upload_lines = [line for line in log.splitlines() if f"/upload/{oid}/" in line]
+        # nginx's log: the stale token is refused by the upload check, before any body.
+        access = (srv.data / "run/nginx-access.log").read_text()
+        upload_lines = [line for line in access.splitlines() if f"/upload/{oid}/" in line]
         assert "status=403" in upload_lines[0] and "status=200" in upload_lines[-1], upload_lines
         assert log.count("/objects/batch") >= 2
     finally:

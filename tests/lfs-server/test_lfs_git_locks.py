@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
 import requests
-from lfs_testlib import GitEnv, Server, basic, make_git_env
+from lfs_testlib import GitEnv, Server, basic, cli, make_git_env
 
 pytestmark = [pytest.mark.nginx, pytest.mark.gitlfs]
-HOOK = Path(__file__).resolve().parents[2] / "packages/lfs-server/deploy/pre-receive"
 
 
 def setup_repo(
@@ -112,9 +110,8 @@ def test_pre_receive_hook_refuses_pushes_touching_others_locks(
 ) -> None:
     bare, users, clones = setup_repo(server, tmp_path, "locks/hook")
     alice, bob = users["alice"], users["bob"]
-    hook = bare / "hooks/pre-receive"
-    shutil.copy(HOOK, hook)
-    hook.chmod(0o755)
+    installed = cli("hook", "install", str(bare), data=Path())
+    assert installed.returncode == 0, installed.stderr
     hook_env = {
         "PATH": f"{Path(sys.executable).parent}:{bob.env['PATH']}",
         "LFS_HOOK_USER": "reader",
@@ -173,3 +170,45 @@ def test_pre_receive_hook_refuses_pushes_touching_others_locks(
         env={**hook_env, "REMOTE_USER": "alice"},
     )
     assert down.returncode != 0 and "cannot list locks" in down.stderr
+
+
+def test_pre_receive_hook_enforces_locks_on_non_ascii_and_quoted_paths(
+    server: Server, tmp_path: Path
+) -> None:
+    """Paths git would C-quote ("caf\\303\\251.txt", "tab\\there.txt") and a decomposed
+    (NFD) 'café' locked in composed form (NFC): one lock each, enforced by the hook."""
+    bare, users, clones = setup_repo(server, tmp_path, "locks/quoted")
+    bob = users["bob"]
+    installed = cli("hook", "install", str(bare), data=Path())
+    assert installed.returncode == 0, installed.stderr
+    hook_env = {
+        "PATH": f"{Path(sys.executable).parent}:{bob.env['PATH']}",
+        "LFS_HOOK_USER": "reader",
+        "LFS_HOOK_PASSWORD": "reader-pw",
+        "REMOTE_USER": "bob",
+    }
+    url = server.lfs("locks/quoted")
+    nfc, nfd = "caf\u00e9.txt", "cafe\u0301.txt"
+    locked = {nfd: nfc, "tab\there.txt": "tab\there.txt", 'say "hi".txt': 'say "hi".txt'}
+    locked["dir/\u00fcber \\ back.txt"] = "dir/\u00fcber \\ back.txt"
+    for shown in locked.values():
+        r = requests.post(f"{url}/locks", json={"path": shown}, headers=basic("alice"))
+        assert r.status_code == 201, r.text
+    # The same name decomposed is the same lock, stored composed.
+    clash = requests.post(f"{url}/locks", json={"path": nfd}, headers=basic("bob"))
+    assert clash.status_code == 409 and clash.json()["lock"]["path"] == nfc
+    listed = requests.get(f"{url}/locks", params={"path": nfd}, headers=basic("bob")).json()
+    assert [lock["path"] for lock in listed["locks"]] == [nfc]
+
+    for on_disk, shown in locked.items():
+        bob.git("reset", "--hard", "origin/main", cwd=clones["bob"])
+        target = clones["bob"] / on_disk
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("bob was here\n")
+        bob.git("add", "--", on_disk, cwd=clones["bob"])
+        bob.git("commit", "-m", "bob edits a locked file", cwd=clones["bob"])
+        refused = bob.git(
+            "push", "--no-verify", "origin", "main", cwd=clones["bob"], check=False, env=hook_env
+        )
+        assert refused.returncode != 0, (on_disk, refused.stderr)
+        assert f"{shown} (locked by alice" in refused.stderr, refused.stderr

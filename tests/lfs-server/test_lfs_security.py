@@ -160,7 +160,12 @@ def test_direct_gunicorn_requests_cannot_publish_local_files(api: Api, server: S
     oid = oid_of(data)
     up = api.upload_action("sec/direct", oid, len(data))["upload"]
     path = f"/sec/direct.git/info/lfs/upload/{oid}/{len(data)}"
-    base = {**up["header"], "Host": "x", "X-Lfs-Body-File": str(victim)}
+    base = {
+        **up["header"],
+        "Host": "x",
+        "X-Lfs-Body-File": str(victim),
+        "X-Lfs-Content-Length": str(len(data)),
+    }
     # No proxy secret: refused before the path is even looked at.
     status, text = direct(server, "PUT", path, base)
     assert status == 403 and "through lfs-server's nginx" in text
@@ -192,5 +197,5 @@ def test_direct_gunicorn_requests_cannot_publish_local_files(api: Api, server: S
         headers={**up["header"], "X-Lfs-Body-File": str(victim)},
         timeout=10,
     )
-    assert_lfs_error(r, 422, "SHA-256")
+    assert_lfs_error(r, 400, "SHA-256")
     assert not list((server.data / "repos/sec").rglob(oid))

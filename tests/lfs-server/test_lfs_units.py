@@ -133,7 +133,7 @@ def test_permission_levels() -> None:
 def test_nginx_config_has_no_unfilled_placeholders(tmp_path: Path) -> None:
     text = render_nginx_config(Config(data_dir=tmp_path), "s3cr3t")
     assert "{{" not in text and "X-Lfs-Proxy-Auth s3cr3t" in text
-    assert text.count("X-Lfs-Proxy-Auth") == 2  # both proxying locations set it
+    assert text.count("X-Lfs-Proxy-Auth") == 3  # every proxying location sets it
 
 
 def test_store_publish_rejects_and_keeps_nothing(tmp_path: Path) -> None:

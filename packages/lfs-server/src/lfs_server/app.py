@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import sqlite3
 import sys
@@ -31,6 +32,9 @@ def create_app(config: Config) -> Flask:
     # LFS clients do not follow for PUT/POST; they get a JSON 404 instead.
     app.url_map.merge_slashes = False
     app.config["MAX_CONTENT_LENGTH"] = None
+    # Flask would answer OPTIONS itself with an empty text/html 200; the LFS API has no
+    # OPTIONS, so it gets the JSON 405 (with Allow) every other unknown method gets.
+    app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     for path in (config.repos_dir, config.tmp_dir, config.run_dir):
         path.mkdir(parents=True, exist_ok=True)
     key = load_or_create_key(config.key_path)
@@ -127,11 +131,11 @@ def _install_hooks(app: Flask) -> None:
         response.headers["X-Request-Id"] = g.get("request_id", "")
         log.info(
             'request_id=%s user=%s repo=%s "%s %s" status=%d bytes=%d time_ms=%.1f',
-            g.get("request_id"),
-            g.get("user") if g.get("user") is not None else "-",
+            _log_safe(g.get("request_id") or ""),
+            _log_safe(g.get("user")) if g.get("user") is not None else "-",
             g.get("repo") or "-",
-            request.method,
-            request.path,
+            _log_safe(request.method),
+            _log_safe(request.path),
             response.status_code,
             nbytes,
             elapsed * 1000,
@@ -143,6 +147,12 @@ def _install_hooks(app: Flask) -> None:
         except Exception:  # metrics must never break a request
             app.logger.exception("could not update counters")
         return response
+
+
+def _log_safe(text: str) -> str:
+    """*text* with quotes, backslashes, control and non-ASCII characters escaped (JSON
+    style), so a request path cannot end its log line or forge another one."""
+    return json.dumps(text)[1:-1]
 
 
 def _drain_body() -> None:

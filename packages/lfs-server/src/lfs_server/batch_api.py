@@ -19,6 +19,9 @@ def batch(repo: str) -> Response:
     """Answer a batch request with per-object actions or errors."""
     repo = repo_from_path(repo)
     svc = services()
+    # Credentials first: the body (up to 16 MiB of JSON) is parsed only for callers who
+    # may at least read this repository.
+    authorize(repo, "read")
     request_body = parse_batch(
         read_json(), svc.config.max_batch_objects, svc.config.max_object_size
     )
@@ -40,15 +43,25 @@ def batch(repo: str) -> Response:
 
 
 def _check_free_space(objects: list[dict[str, Any]]) -> None:
-    """507 for the whole batch when the uploads it asks for cannot fit on the store's disk.
+    """507 for an object that alone cannot fit on the store's disk (per object), or for
+    the whole batch when the uploads it asks for together cannot.
 
     Only an early answer: concurrent uploads share the space, so nginx (which writes the
     bodies) still answers 507 when a write fails for lack of space.
     """
-    needed = sum(int(obj["size"]) for obj in objects if "upload" in obj.get("actions", {}))
-    if not needed:
+    uploads = [obj for obj in objects if "upload" in obj.get("actions", {})]
+    if not uploads:
         return
     free = shutil.disk_usage(services().store.tmp_dir).free
+    for obj in uploads:
+        if int(obj["size"]) > free:
+            del obj["actions"], obj["authenticated"]
+            obj["error"] = {
+                "code": 507,
+                "message": f"insufficient storage: this object is {obj['size']} bytes but the"
+                f" server's disk has {free} bytes free; nothing was stored",
+            }
+    needed = sum(int(obj["size"]) for obj in uploads if "actions" in obj)
     if needed > free:
         raise ApiError(
             507,

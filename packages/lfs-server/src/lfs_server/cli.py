@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -101,6 +102,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fsck.add_argument("--repo", help="check one repository only")
 
+    install = sub.add_parser("hook", help="install the pre-receive hook in a bare repository")
+    install_sub = install.add_subparsers(dest="hook_command", metavar="ACTION")
+    hook_install = install_sub.add_parser(
+        "install", help="write REPO.git/hooks/pre-receive (enforces locks on push)"
+    )
+    hook_install.add_argument("repo", metavar="REPO.git", type=Path, help="bare repository")
+    hook_install.add_argument(
+        "--url", help="the repository's LFS endpoint (sets lfs.url), .../repo.git/info/lfs"
+    )
+    hook_install.add_argument(
+        "--force", action="store_true", help="replace a pre-receive hook that is not ours"
+    )
+
     hook = sub.add_parser(
         "pre-receive", help="git pre-receive hook: refuse pushes touching others' locks"
     )
@@ -113,8 +127,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _config(args: argparse.Namespace, **extra: object) -> Config:
-    return Config.from_env(None, data_dir=getattr(args, "data", None), **extra)
+class CliError(Exception):
+    """A problem the user can fix; main() prints it as one `lfs-server: error:` line."""
+
+
+def _config(args: argparse.Namespace, must_exist: bool = False, **extra: object) -> Config:
+    config = Config.from_env(None, data_dir=getattr(args, "data", None), **extra)
+    if must_exist and not config.root.is_dir() and not getattr(config, "database_url", ""):
+        raise CliError(
+            f"data directory {config.root} does not exist; give the server's data folder"
+            " with --data DIR (or LFS_DATA_DIR)"
+        )
+    return config
+
+
+def _fail(message: str) -> int:
+    print(f"lfs-server: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _os_error_message(exc: OSError) -> str:
+    where = f"{exc.filename}: " if exc.filename else ""
+    return (
+        f"{where}{exc.strerror or exc}; lfs-server needs a data folder it can write"
+        " (choose another --data DIR, or fix its permissions)"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -126,10 +163,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return _dispatch(parser, args)
-    except ConfigError as exc:
-        print(f"lfs-server: {exc}", file=sys.stderr)
-        return 2
+    except (ConfigError, CliError) as exc:
+        return _fail(str(exc))
+    except BrokenPipeError:
+        # `lfs-server user list | head -1`: the reader left; end quietly like a Unix tool.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    except OSError as exc:
+        return _fail(_os_error_message(exc))
     except KeyboardInterrupt:
+        print("lfs-server: interrupted", file=sys.stderr)
         return 130
 
 
@@ -150,12 +194,12 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             return _fsck(args)
         if args.command == "pre-receive":
             return _pre_receive(args)
+        if args.command == "hook":
+            return _hook(parser, args)
     except UsersError as exc:
-        print(f"lfs-server: {exc}", file=sys.stderr)
-        return 2
+        return _fail(str(exc))
     except ApiError as exc:
-        print(f"lfs-server: {exc.message}", file=sys.stderr)
-        return 2
+        return _fail(exc.message)
     parser.error(f"unknown command {args.command!r}")
     return 2
 
@@ -165,11 +209,16 @@ def _serve(args: argparse.Namespace) -> int:
 
     config = _config(args, listen=args.listen, workers=args.workers, public_url=args.public_url)
     supervisor = Supervisor(config, use_nginx=not args.no_nginx, out=sys.stdout, err=sys.stderr)
+    made_here = not config.root.exists()
     try:
         return supervisor.run()
-    except ServeError as exc:
-        print(f"lfs-server: {exc}", file=sys.stderr)
-        return 1
+    except (ServeError, OSError) as exc:
+        # A serve that never started leaves no half-made data folder behind.
+        if made_here:
+            shutil.rmtree(config.root, ignore_errors=True)
+        if isinstance(exc, ServeError):
+            return _fail(str(exc))
+        raise
 
 
 def _nginx_config(args: argparse.Namespace) -> int:
@@ -188,7 +237,7 @@ def _user(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     if args.user_command is None:
         parser.parse_args(["user", "--help"])
-    config = _config(args)
+    config = _config(args, must_exist=args.user_command != "add")
     db = UserDB.load(config.users_path)
     if args.user_command == "add":
         grants = dict(parse_grant(g) for g in args.grant)
@@ -197,14 +246,9 @@ def _user(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         elif sys.stdin.isatty():
             password = getpass.getpass(f"password for {args.name}: ")
             if getpass.getpass("again: ") != password:
-                print("lfs-server: passwords differ", file=sys.stderr)
-                return 2
+                return _fail("the two passwords differ; nothing was changed")
         else:
-            print(
-                "lfs-server: give the password with --password-stdin (no terminal to prompt on)",
-                file=sys.stderr,
-            )
-            return 2
+            return _fail("give the password with --password-stdin (no terminal to prompt on)")
         db.add(args.name, password, grants, replace=args.update)
         db.save()
         print(
@@ -232,7 +276,7 @@ def _repo(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     if args.repo_command is None:
         parser.parse_args(["repo", "--help"])
-    config = _config(args)
+    config = _config(args, must_exist=args.repo_command == "list")
     store = Store(config.repos_dir, config.tmp_dir)
     if args.repo_command == "create":
         name = normalize_repo(args.name)
@@ -248,7 +292,7 @@ def _fsck(args: argparse.Namespace) -> int:
     from lfs_server.fsck import check_store
     from lfs_server.storage import Store
 
-    config = _config(args)
+    config = _config(args, must_exist=True)
     store = Store(config.repos_dir, config.tmp_dir)
     checked = bad = 0
     for obj, problem in check_store(
@@ -270,6 +314,19 @@ def _pre_receive(args: argparse.Namespace) -> int:
     if message:
         print(message, file=sys.stderr)
     return status
+
+
+def _hook(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from lfs_server.prereceive import HookInstallError, install_hook
+
+    if args.hook_command is None:
+        parser.parse_args(["hook", "--help"])
+    try:
+        target = install_hook(args.repo, sys.executable, args.url, args.force)
+    except HookInstallError as exc:
+        return _fail(str(exc))
+    print(f"installed {target}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -27,7 +27,12 @@ ENV_VARS: tuple[tuple[str, str, str, str], ...] = (
         "allow downloads and lock listing without login",
     ),
     ("LFS_MAX_BATCH_OBJECTS", "max_batch_objects", "int", "objects per batch request (more: 413)"),
-    ("LFS_MAX_OBJECT_SIZE", "max_object_size", "int", "largest object in bytes (0: no limit)"),
+    (
+        "LFS_MAX_OBJECT_SIZE",
+        "max_object_size",
+        "int",
+        "largest object, bytes (default 5 GiB; 0: none)",
+    ),
     ("LFS_TOKEN_TTL", "token_ttl", "int", "seconds an action token stays valid"),
     (
         "LFS_DB_BUSY_TIMEOUT",
@@ -66,7 +71,8 @@ class Config:
     auto_create: bool = True
     anonymous_read: bool = False
     max_batch_objects: int = 1000
-    max_object_size: int = 0
+    # 5 GiB, as large hosted LFS services allow; 0 lifts the limit.
+    max_object_size: int = 5 << 30
     token_ttl: int = 3600
     db_busy_timeout: int = 10
     body_mode: str = "nginx"

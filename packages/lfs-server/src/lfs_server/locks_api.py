@@ -9,6 +9,7 @@ from flask import Blueprint, Response, request
 from lfs_server.locks import LockExists
 from lfs_server.validation import (
     ApiError,
+    normalize_lock_path,
     parse_cursor,
     parse_limit,
     parse_lock_id,
@@ -38,24 +39,26 @@ def _object_body(what: str) -> dict[str, Any]:
     return body
 
 
-def _existing_repo(raw: str) -> str:
+def _existing_repo(raw: str, needed: str) -> tuple[str, str]:
+    """(repo, user) once the caller holds *needed* access; only then may a missing
+    repository be named (no existence oracle), and only then is a body read."""
     repo = repo_from_path(raw)
+    user = authorize(repo, needed)
     svc = services()
     if not svc.config.auto_create and not svc.store.repo_exists(repo):
         raise ApiError(
             404, f"repository {repo!r} does not exist on this server (auto-creation is off)"
         )
-    return repo
+    return repo, user
 
 
 @bp.post("/<path:repo>/info/lfs/locks")
 def create_lock(repo: str) -> Response:
     """Lock a path for the caller: 201, or 409 with the lock that holds it."""
-    repo = _existing_repo(repo)
+    repo, user = _existing_repo(repo, "write")
     body = _object_body('lock request (such as {"path": "art.psd"})')
     path = parse_lock_path(body.get("path"))
     ref = parse_ref(body.get("ref"))
-    user = authorize(repo, "write")
     try:
         lock = services().locks.create(repo, path, user, ref)
     except LockExists as exc:
@@ -73,10 +76,11 @@ def create_lock(repo: str) -> Response:
 @bp.get("/<path:repo>/info/lfs/locks")
 def list_locks(repo: str) -> Response:
     """Locks of the repository, filtered by path or id, paginated by cursor/limit."""
-    repo = _existing_repo(repo)
-    authorize(repo, "read")
+    repo, _user = _existing_repo(repo, "read")
     args = request.args
     path = args.get("path") or None
+    if path is not None:
+        path = normalize_lock_path(path)
     raw_id = args.get("id") or None
     lock_id = parse_lock_id(raw_id)
     if raw_id is not None and lock_id is None:
@@ -93,12 +97,11 @@ def list_locks(repo: str) -> Response:
 @bp.post("/<path:repo>/info/lfs/locks/verify")
 def verify_locks(repo: str) -> Response:
     """Locks split into the caller's (`ours`) and everybody else's (`theirs`)."""
-    repo = _existing_repo(repo)
+    repo, user = _existing_repo(repo, "write")
     body = _object_body("lock verification request")
     limit = parse_limit(body.get("limit"))
     cursor = parse_cursor(body.get("cursor"))
     parse_ref(body.get("ref"))
-    user = authorize(repo, "write")
     found = services().locks.find(repo, cursor=cursor, limit=limit + 1)
     page = found[:limit]
     payload: dict[str, object] = {
@@ -113,12 +116,11 @@ def verify_locks(repo: str) -> Response:
 @bp.post("/<path:repo>/info/lfs/locks/<lock_id>/unlock")
 def unlock(repo: str, lock_id: str) -> Response:
     """Remove a lock: the owner may; others only with force and admin access."""
-    repo = _existing_repo(repo)
+    repo, user = _existing_repo(repo, "write")
     body = _object_body('unlock request (such as {"force": false})')
     force = body.get("force", False)
     if not isinstance(force, bool):
         raise ApiError(422, f"force must be true or false, got {force!r}")
-    user = authorize(repo, "write")
     svc = services()
     number = parse_lock_id(lock_id)
     lock = None if number is None else svc.locks.get(repo, number)

@@ -8,7 +8,8 @@ from importlib import resources
 
 from lfs_server import __version__
 from lfs_server.config import Config
-from lfs_server.transfer_api import STORE_LOCATION
+from lfs_server.transfer_api import STORE_LOCATION, UPLOAD_CHECK_PATH
+from lfs_server.web import REALM
 
 _PROXY_HEADERS = (
     "proxy_http_version 1.1",
@@ -61,9 +62,12 @@ def _error_pages(indent: str, upload: bool) -> str:
         if status == 507:
             continue
         if upload and status == 500:
-            # A body nginx cannot write (ENOSPC) is its own 500: on the upload location
-            # that means the store's disk is full, which the LFS API answers 507.
-            lines.append(f"{indent}error_page 500 =507 /_lfs_error/507;")
+            # nginx's own 500 on the upload location: the check could not run, or a body
+            # nginx could not write (ENOSPC: the store's disk is full, answered 507).
+            lines.append(f"{indent}error_page 500 = @lfs_upload_failed;")
+        elif upload and status == 403:
+            # The upload check refused: answer with its status and message.
+            lines.append(f"{indent}error_page 403 = @lfs_refused;")
         elif sent != status:
             lines.append(f"{indent}error_page {status} ={sent} /_lfs_error/{status};")
         else:
@@ -77,6 +81,25 @@ def _error_locations(max_body: str) -> str:
         text = message.format(max_body=max_body)
         body = '{"message": "%s", "request_id": "$request_id"}\\n' % text  # noqa: UP031
         lines.append(f"            location = /_lfs_error/{status} {{ return {sent} '{body}'; }}")
+    return "\n".join(lines)
+
+
+# Statuses the upload check may refuse with (it answers nginx 403 and names the real one).
+_REFUSED_STATUSES = (400, 401, 404, 411, 413, 422, 503, 507)
+
+
+def _refused_returns(indent: str) -> str:
+    lines = []
+    for status in _REFUSED_STATUSES:
+        lines.append(f"{indent}if ($lfs_refused_status = {status}) {{")
+        if status == 401:
+            for header in ("LFS-Authenticate", "WWW-Authenticate"):
+                lines.append(f"{indent}    add_header {header} 'Basic realm=\"{REALM}\"' always;")
+        lines.append(
+            f"{indent}    return {status}"
+            ' \'{"message": $lfs_refused_json, "request_id": "$request_id"}\\n\';'
+        )
+        lines.append(f"{indent}}}")
     return "\n".join(lines)
 
 
@@ -110,6 +133,9 @@ def render_nginx_config(
         "proxy_settings": proxy_settings,
         "error_pages": _error_pages("        ", upload=False),
         "upload_error_pages": _error_pages("            ", upload=True),
+        "upload_check": UPLOAD_CHECK_PATH,
+        "refused_returns": _refused_returns("            "),
+        "message_507": dict((s, m) for s, _sent, m in _NGINX_ERRORS)[507],
         "error_locations": _error_locations(
             f"up to {max_body} bytes" if config.max_object_size else "any size"
         ),

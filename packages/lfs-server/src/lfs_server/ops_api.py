@@ -18,7 +18,8 @@ def healthz() -> Response:
     svc = services()
     svc.locks.find("", limit=1)
     svc.metrics.counters()
-    return lfs_response({"status": "ok", "store": str(svc.store.repos_dir)})
+    # No path: anyone may ask /healthz (issue 13).
+    return lfs_response({"status": "ok"})
 
 
 @bp.get("/metrics")

@@ -1,9 +1,8 @@
 """Lock enforcement for the git server: a pre-receive hook that asks lfs-server.
 
-Install in the bare repository as `hooks/pre-receive`::
-
-    #!/bin/sh
-    exec lfs-server pre-receive --url http://lfs.example:8080/team/game.git/info/lfs
+Install it in a bare repository with
+`lfs-server hook install /srv/git/team/game.git --url http://lfs.example:8080/team/game.git/info/lfs`
+(it writes `hooks/pre-receive`, a two-line script calling `python -m lfs_server pre-receive`).
 
 The hook reads `<old> <new> <ref>` lines, lists every path the pushed commits touch, asks
 lfs-server for the repository's locks, and refuses the push if a touched path is locked by
@@ -16,11 +15,16 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from lfs_server.validation import normalize_lock_path
 
 ZERO = "0" * 40
 
@@ -38,13 +42,20 @@ def changed_paths(updates: Iterable[tuple[str, str, str]], git_dir: str | None =
             continue  # a deletion changes no file
         # A new ref: every commit not reachable from an existing ref is new.
         rev_range = [new, "--not", "--all"] if set(old) == {"0"} else [f"{old}..{new}"]
+        # -z and core.quotePath=false: paths exactly as stored, never C-quoted ("caf\303\251",
+        # "a\tb"), each ended by NUL (a path may hold a newline).
         result = subprocess.run(
-            [*base, "log", "--format=", "--name-only", "--no-renames", "-m", *rev_range],
-            capture_output=True, text=True, check=False,
+            [*base, "-c", "core.quotePath=false", "log", "-z", "--format=", "--name-only",
+             "--no-renames", "-m", *rev_range],
+            capture_output=True, check=False,
         )  # fmt: skip
         if result.returncode != 0:
-            raise HookError(f"git log failed: {result.stderr.strip()}")
-        paths.update(line for line in result.stdout.splitlines() if line)
+            raise HookError(f"git log failed: {result.stderr.decode(errors='replace').strip()}")
+        paths.update(
+            normalize_lock_path(raw.decode("utf-8", errors="surrogateescape"))
+            for raw in result.stdout.split(b"\0")
+            if raw.strip(b"\n")
+        )
     return paths
 
 
@@ -83,7 +94,7 @@ def blocked(
         owner = lock.get("owner")
         name = owner.get("name") if isinstance(owner, dict) else None
         path = lock.get("path")
-        if path in paths and name != pusher:
+        if isinstance(path, str) and normalize_lock_path(path) in paths and name != pusher:
             found.append((str(path), str(name), str(lock.get("id"))))
     return sorted(found)
 
@@ -115,3 +126,63 @@ def run_hook(
     ]
     lines_out.append("Ask the lock owner to push or unlock them (git lfs unlock), then push again.")
     return 1, "\n".join(lines_out)
+
+
+class HookInstallError(Exception):
+    """The hook cannot be installed where asked; the message says why and what to do."""
+
+
+def hook_script(python: str) -> str:
+    """The `hooks/pre-receive` script: asks this Python's lfs-server about locks.
+
+    It names the interpreter by its absolute path, so the hook works whatever PATH the git
+    server gives its hooks (a virtual environment's console script is rarely on it).
+    """
+    return (
+        "#!/bin/sh\n"
+        "# Installed by `lfs-server hook install`: refuse pushes that change files locked\n"
+        "# (git lfs lock) by someone else. The pusher is $REMOTE_USER (git http-backend sets\n"
+        "# it); LFS_HOOK_USER / LFS_HOOK_PASSWORD name an lfs-server user with read access.\n"
+        'url=$(git config lfs.url) || { echo "pre-receive: set lfs.url in this repository'
+        ' (git config lfs.url URL)" >&2; exit 1; }\n'
+        f'exec "{python}" -m lfs_server pre-receive --url "$url"\n'
+    )
+
+
+def install_hook(repo: Path, python: str, url: str | None = None, force: bool = False) -> Path:
+    """Write *repo*'s `hooks/pre-receive` (atomically) and, with *url*, set lfs.url."""
+    if not (repo / "HEAD").is_file() or not (repo / "objects").is_dir():
+        raise HookInstallError(
+            f"{repo} is not a bare git repository (no HEAD and objects/ in it);"
+            " give the server-side REPO.git folder"
+        )
+    target = repo / "hooks" / "pre-receive"
+    text = hook_script(python)
+    if target.exists() and not force and target.read_text(errors="replace") != text:
+        raise HookInstallError(
+            f"{target} exists and is not lfs-server's hook; use --force to replace it"
+        )
+    if url is not None:
+        result = subprocess.run(
+            ["git", "--git-dir", str(repo), "config", "lfs.url", url],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise HookInstallError(f"git config lfs.url failed: {result.stderr.strip()}")
+    elif subprocess.run(
+        ["git", "--git-dir", str(repo), "config", "lfs.url"], capture_output=True, check=False
+    ).returncode:
+        raise HookInstallError(
+            f"{repo} has no lfs.url; give --url http://HOST:PORT/REPO.git/info/lfs"
+        )
+    target.parent.mkdir(exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".pre-receive-", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        Path(tmp).chmod(0o755)
+        Path(tmp).replace(target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target

@@ -191,8 +191,12 @@ class Store:
         self.create_repo(repo)
         target.parent.mkdir(parents=True, exist_ok=True)
         _make_traversable(self.repo_dir(repo), target.parent)
-        # nginx workers (often another user) read objects: world-readable, never writable.
-        source.chmod(0o644)
+        # nginx workers (often another user) read objects: world-readable, writable by no
+        # one. A root server takes the body file over from the worker user ('nobody') that
+        # wrote it, so a process running as that user cannot rewrite stored objects.
+        if os.geteuid() == 0 and source.stat().st_uid != 0:
+            os.chown(source, 0, 0)
+        source.chmod(0o444)
         if not synced:
             fd = os.open(source, os.O_RDONLY)
             try:

@@ -65,7 +65,8 @@ class TokenSigner:
     ) -> Grant:
         """Check *token* for this exact request; raise TokenError if it does not grant it."""
         parts = token.split(".")
-        if len(parts) != 3 or not parts[0].isdigit() or len(parts[0]) > 12:
+        # isascii: str.isdigit() also accepts '¹²³', which int() then refuses.
+        if len(parts) != 3 or not (parts[0].isascii() and parts[0].isdigit()) or len(parts[0]) > 12:
             raise TokenError("action token is malformed; request a new one with the batch API")
         expires_at = int(parts[0])
         try:

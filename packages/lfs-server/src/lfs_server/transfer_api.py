@@ -8,9 +8,12 @@ nginx already wrote (client_body_in_file_only). Without nginx ("stream"), Flask 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import stat
 import tempfile
+import urllib.parse
 from pathlib import Path
 
 from flask import Blueprint, Response, g, request, send_file
@@ -30,6 +33,9 @@ bp = Blueprint("transfer", __name__)
 
 STORE_LOCATION = "/_lfs_store/"
 BODY_FILE_HEADER = "X-Lfs-Body-File"
+UPLOAD_CHECK_PATH = "/_lfs/upload-check"
+# The upload URL as nginx's upload location matches it: repo, oid, size.
+UPLOAD_URI_RE = re.compile(r"/(.+)/info/lfs/upload/([^/]+)/([^/]+)")
 
 
 @bp.get("/<path:repo>/info/lfs/objects/<oid>")
@@ -39,9 +45,11 @@ def download(repo: str, oid: str) -> Response:
     oid = check_oid(oid)
     svc = services()
     size = svc.store.stored_size(repo, oid)
+    # Authorize before saying whether the object exists: a caller without read access
+    # gets the same answer for a stored object and a missing one (no existence oracle).
+    authorize_action(repo, "download", oid, size)
     if size is None:
         raise ApiError(404, f"object {oid} does not exist in {repo!r}")
-    authorize_action(repo, "download", oid, size)
     g.object_bytes = size
     if svc.config.body_mode == "nginx":
         response = Response(status=200, mimetype="application/octet-stream")
@@ -52,30 +60,92 @@ def download(repo: str, oid: str) -> Response:
     )
 
 
-@bp.put("/<path:repo>/info/lfs/upload/<oid>/<size>")
-def upload(repo: str, oid: str, size: str) -> Response:
-    """Verify the body's size and SHA-256 and publish it; 422 and nothing stored if wrong."""
-    repo = repo_from_path(repo)
-    oid = check_oid(oid)
-    nbytes = parse_size_text(size)
+def check_upload(
+    raw_repo: str, raw_oid: str, raw_size: str, content_length: str | None
+) -> tuple[str, str, int]:
+    """Everything an upload must pass before a byte of its body is read.
+
+    Used twice: by nginx's `auth_request` (so nginx writes nothing to disk for a refused
+    upload) and by the upload itself. *content_length* is the request's header (None when
+    it has none); it must equal the size in the URL. Returns (repo, oid, size).
+    """
+    repo = repo_from_path(raw_repo)
+    oid = check_oid(raw_oid)
+    nbytes = parse_size_text(raw_size)
     svc = services()
     max_size = svc.config.max_object_size
     if max_size and nbytes > max_size:
         raise ApiError(
-            422, f"object is {nbytes} bytes; this server accepts objects up to {max_size} bytes"
+            413, f"object is {nbytes} bytes; this server accepts objects up to {max_size} bytes"
         )
     authorize_action(repo, "upload", oid, nbytes)
+    if content_length is None:
+        raise ApiError(411, f"an upload needs a Content-Length header of {nbytes} bytes")
+    if content_length.strip() != str(nbytes):
+        raise ApiError(
+            400,
+            f"Content-Length is {content_length.strip()[:20]!r} but the object's size is"
+            f" {nbytes}; nothing was stored",
+        )
     if not svc.store.repo_exists(repo) and not svc.config.auto_create:
         raise ApiError(
             404, f"repository {repo!r} does not exist on this server (auto-creation is off)"
         )
+    return repo, oid, nbytes
+
+
+@bp.get(UPLOAD_CHECK_PATH)
+def upload_check() -> Response:
+    """nginx's `auth_request` before it reads an upload body: 204 to go on, else 403.
+
+    nginx passes only 2xx/401/403 through auth_request, so a refusal is always 403 here and
+    carries the real status and message in X-Lfs-Status / X-Lfs-Error (JSON text), which
+    the nginx config turns into the client's answer.
+    """
+    if not from_our_nginx():
+        raise ApiError(404, f"no such endpoint: {request.method} {request.path}")
+    raw_uri = request.headers.get("X-Lfs-Original-Uri", "").partition("?")[0]
+    uri = urllib.parse.unquote(raw_uri.encode("latin-1"), errors="replace")
+    match = UPLOAD_URI_RE.fullmatch(uri)
     try:
-        if svc.config.body_mode == "nginx":
+        if match is None:
+            raise ApiError(404, "not an upload URL")
+        raw_repo, raw_oid, raw_size = match.groups()
+        check_upload(
+            raw_repo, raw_oid, raw_size, request.headers.get("X-Lfs-Content-Length") or None
+        )
+    except ApiError as exc:
+        refused = Response(status=403)
+        refused.headers["X-Lfs-Status"] = str(exc.status)
+        refused.headers["X-Lfs-Error"] = json.dumps(exc.message)  # ASCII, no line breaks
+        return refused
+    # Lets nginx tell a full disk (a 500 after this) from a check that never answered.
+    return Response(status=204, headers={"X-Lfs-Status": "204"})
+
+
+@bp.put("/<path:repo>/info/lfs/upload/<oid>/<size>")
+def upload(repo: str, oid: str, size: str) -> Response:
+    """Verify the body's size and SHA-256 and publish it; 400 and nothing stored if wrong.
+
+    A refused upload is 400, never 422: git-lfs reads a 422 on upload as a Content-Type
+    problem, prints a hint and lets `git push` succeed without the object.
+    """
+    svc = services()
+    nginx_mode = svc.config.body_mode == "nginx"
+    if nginx_mode and not from_our_nginx():
+        raise ApiError(
+            403, "uploads must come through lfs-server's nginx (the request lacks its proxy secret)"
+        )
+    # In nginx mode the app gets no body and no Content-Length (nginx checked it already).
+    length = request.headers.get("X-Lfs-Content-Length" if nginx_mode else "Content-Length")
+    repo, oid, nbytes = check_upload(repo, oid, size, length)
+    try:
+        if nginx_mode:
             _publish_nginx_body(repo, oid, nbytes)
         else:
             svc.store.publish_stream(request.stream, repo, oid, nbytes)  # type: ignore[arg-type]
     except VerifyError as exc:
-        raise ApiError(422, f"upload rejected, nothing stored: {exc}") from None
+        raise ApiError(400, f"upload rejected, nothing stored: {exc}") from None
     except UnsafeStorePath as exc:
         raise ApiError(403, f"upload refused, nothing stored: {exc}") from None
     g.object_bytes = nbytes

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import unicodedata
 from typing import Any
 
 OID_RE = re.compile(r"[0-9a-f]{64}")
@@ -15,6 +16,7 @@ _COMPONENT_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 MAX_REPO_DEPTH = 8
 OPERATIONS = ("upload", "download")
 HASH_ALGO = "sha256"
+MAX_SIZE = 2**63 - 1
 
 
 class ApiError(Exception):
@@ -59,10 +61,11 @@ def check_oid(oid: object) -> str:
 
 
 def check_size(size: object) -> int:
-    """Return *size* if it is a non-negative integer (not a bool), else raise ApiError(422)."""
-    if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+    """Return *size* if it is a non-negative integer (not a bool) below 2**63 (what a file
+    can hold), else raise ApiError(422)."""
+    if isinstance(size, int) and not isinstance(size, bool) and 0 <= size <= MAX_SIZE:
         return size
-    raise ApiError(422, f"size must be a non-negative integer, got {_show(size)}")
+    raise ApiError(422, f"size must be a non-negative integer below 2**63, got {_show(size)}")
 
 
 def parse_size_text(text: str) -> int:
@@ -181,8 +184,18 @@ def parse_verify(body: object) -> tuple[str, int]:
     return check_oid(body.get("oid")), check_size(body.get("size"))
 
 
+def normalize_lock_path(path: str) -> str:
+    """The one spelling of a lock path: Unicode NFC.
+
+    macOS writes 'café' decomposed (NFD), most other systems composed (NFC); both are the
+    same file to a user, so both sides of every comparison (the API, the stored locks, the
+    pre-receive hook) use NFC.
+    """
+    return unicodedata.normalize("NFC", path)
+
+
 def parse_lock_path(value: object) -> str:
-    """A lock path: a non-empty relative path inside the working tree, '/'-separated."""
+    """A lock path: a non-empty relative path inside the working tree, '/'-separated, NFC."""
     if not isinstance(value, str) or not value or len(value) > 4096:
         raise ApiError(
             422,
@@ -198,14 +211,14 @@ def parse_lock_path(value: object) -> str:
             "path must be relative to the repository root without '.' or '..' parts,"
             f" got {_show(value)}",
         )
-    return value
+    return normalize_lock_path(value)
 
 
 def parse_limit(value: object, default: int = 100, maximum: int = 1000) -> int:
     """A page size for lock listings: 1..maximum (strings from query strings allowed)."""
     if value is None or value == "":
         return default
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 19:
         value = int(value)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return min(value, maximum)

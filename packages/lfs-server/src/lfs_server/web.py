@@ -7,7 +7,6 @@ by `create_app`, and request data lives on `flask.g`.
 from __future__ import annotations
 
 import base64
-import binascii
 import dataclasses
 import hashlib
 import hmac
@@ -145,7 +144,7 @@ def basic_credentials() -> tuple[str, str] | None:
         return None
     try:
         decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
+    except ValueError:  # binascii.Error, UnicodeDecodeError, or non-ASCII text to decode
         raise ApiError(401, "Authorization header is not valid Basic credentials") from None
     name, sep, password = decoded.partition(":")
     if not sep:
@@ -200,15 +199,21 @@ def user_level(repo: str, name: str) -> str | None:
     return None if user is None else user.level_for(repo)
 
 
-def authorize_action(repo: str, operation: str, oid: str, size: int) -> str:
+def authorize_action(repo: str, operation: str, oid: str, size: int | None) -> str:
     """Check an action token (or, failing that, Basic credentials) for a transfer.
 
     A bad or expired token is 403, which the git-lfs client retries by asking the batch
-    API again; no credentials at all is 401.
+    API again; no credentials at all is 401. *size* None (a download of an object that is
+    not stored) fails every token the same way a token for another object does.
     """
     token = bearer_token()
     if token is not None:
         try:
+            if size is None:
+                services().signer.verify(token, repo, operation, oid, -1)
+                raise TokenError(
+                    f"action token does not grant {operation} of this object in this repository"
+                )
             grant = services().signer.verify(token, repo, operation, oid, size)
         except TokenError as exc:
             raise ApiError(403, str(exc)) from None

@@ -1,10 +1,10 @@
-"""gunicorn settings for running lfs-server's app under your own nginx.
+"""gunicorn settings for running lfs-server's app under your own nginx (shipped in the
+wheel, so gunicorn reads it as a module):
 
-`lfs-server serve` starts gunicorn with these same settings itself; use this file when you
-run the pieces separately:
-
-    LFS_DATA_DIR=/srv/lfs gunicorn -c deploy/gunicorn.conf.py lfs_server.wsgi:app
+    LFS_DATA_DIR=/srv/lfs gunicorn -c python:lfs_server.gunicorn_conf lfs_server.wsgi:app
     lfs-server nginx-config --data /srv/lfs > /etc/nginx/conf.d/lfs.conf   (then edit listen)
+
+`lfs-server serve` starts gunicorn with these same settings itself.
 """
 
 import os

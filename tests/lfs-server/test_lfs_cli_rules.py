@@ -1,0 +1,152 @@
+"""Issue 14: `lfs-server` behaves like a well-made Unix tool (one `lfs-server: error:` line,
+exit 2 for what the user can fix, 130 on Ctrl-C, no traceback, nothing half-made), and a
+pip user gets what the README tells them to use (the hook, the gunicorn settings)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from lfs_testlib import cli
+
+SCRIPT = str(Path(sys.executable).parent / "lfs-server")
+
+
+def one_error_line(result: subprocess.CompletedProcess[str], fragment: str) -> None:
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lfs-server: error: "), result.stderr
+    assert fragment in lines[0], (fragment, lines[0])
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """A folder nobody may write to: a read-only tmpfs as root, mode 0555 otherwise."""
+    path = tmp_path / "ro"
+    path.mkdir()
+    if os.geteuid() == 0:
+        mounted = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(path)],
+            capture_output=True,
+            check=False,
+        )
+        if mounted.returncode != 0:
+            pytest.skip(f"cannot mount a read-only tmpfs: {mounted.stderr!r}")
+        try:
+            yield path
+        finally:
+            subprocess.run(["umount", str(path)], check=False)
+    else:
+        path.chmod(0o555)
+        yield path
+        path.chmod(0o755)
+
+
+def test_user_add_into_a_read_only_folder_is_one_line(read_only_dir: Path) -> None:
+    r = cli("user", "add", "carol", "--password-stdin", data=read_only_dir, stdin="pw\n")
+    one_error_line(r, str(read_only_dir))
+    assert list(read_only_dir.iterdir()) == []
+
+
+def test_serve_into_a_read_only_folder_is_one_line(read_only_dir: Path) -> None:
+    r = cli("serve", "--no-nginx", data=read_only_dir / "data")
+    one_error_line(r, str(read_only_dir))
+
+
+def test_failed_serve_leaves_no_half_made_data_folder(tmp_path: Path) -> None:
+    data = tmp_path / "fresh"
+    r = subprocess.run(
+        [SCRIPT, "serve", "--data", str(data)],
+        env={**os.environ, "LFS_NGINX_BIN": "/nonexistent/nginx"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    one_error_line(r, "nginx is not installed")
+    assert not data.exists(), list(data.rglob("*"))
+
+
+@pytest.mark.parametrize(
+    "args", [("fsck",), ("user", "list"), ("repo", "list"), ("user", "remove", "bob")]
+)
+def test_mistyped_data_folder_is_an_error(tmp_path: Path, args: tuple[str, ...]) -> None:
+    r = cli(*args, data=tmp_path / "mistyped")
+    one_error_line(r, "does not exist")
+    assert not (tmp_path / "mistyped").exists()
+
+
+def test_hook_install_writes_a_working_hook(tmp_path: Path) -> None:
+    bare = tmp_path / "team.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    missing_url = cli("hook", "install", str(bare), data=Path())
+    one_error_line(missing_url, "--url")
+    url = "http://127.0.0.1:9/team.git/info/lfs"
+    r = cli("hook", "install", str(bare), "--url", url, data=Path())
+    assert r.returncode == 0, r.stderr
+    hook = bare / "hooks/pre-receive"
+    assert os.access(hook, os.X_OK) and sys.executable in hook.read_text()
+    config = subprocess.run(
+        ["git", "--git-dir", str(bare), "config", "lfs.url"], capture_output=True, text=True
+    )
+    assert config.stdout.strip() == url
+    # The hook runs as git would run it (no venv on PATH) and asks lfs-server (down: refuse).
+    ran = subprocess.run(
+        [str(hook)],
+        input="0" * 40 + " " + "1" * 40 + " refs/heads/main\n",
+        cwd=bare,
+        env={"PATH": "/usr/bin:/bin", "GIT_DIR": str(bare)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 1 and "lfs-server: refusing push" in ran.stderr, ran.stderr
+    # Someone else's hook is not replaced without --force.
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    one_error_line(cli("hook", "install", str(bare), data=Path()), "--force")
+    one_error_line(cli("hook", "install", str(tmp_path), data=Path()), "not a bare git")
+
+
+def test_python_dash_m_and_version() -> None:
+    for cmd in ([sys.executable, "-m", "lfs_server", "--version"], [SCRIPT, "--version"]):
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+        assert r.returncode == 0 and r.stdout.startswith("lfs-server "), (cmd, r)
+
+
+def test_gunicorn_settings_ship_in_the_package() -> None:
+    import importlib
+
+    conf = importlib.import_module("lfs_server.gunicorn_conf")
+    assert conf.worker_class == "lfs_server.gunicorn_worker.JsonErrorSyncWorker"
+
+
+def test_closed_stdout_ends_quietly(tmp_path: Path) -> None:
+    for i in range(3):
+        r = cli("user", "add", f"u{i}", "--password-stdin", data=tmp_path, stdin="pw\n")
+        assert r.returncode == 0, r.stderr
+    shell = f"{SCRIPT} user list --data {tmp_path} | head -1"
+    r = subprocess.run(["sh", "-c", shell], capture_output=True, text=True, timeout=60)
+    assert r.stdout.startswith("u0") and "Traceback" not in r.stderr, r.stderr
+
+
+def test_ctrl_c_is_130_and_one_line(tmp_path: Path) -> None:
+    """Ctrl-C while `user add` waits for its password on stdin."""
+    proc = subprocess.Popen(
+        [SCRIPT, "user", "add", "carol", "--password-stdin", "--data", str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert err.strip() == "lfs-server: interrupted", err
+    assert not (tmp_path / "users.json").exists()
