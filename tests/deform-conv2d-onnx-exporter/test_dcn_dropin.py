@@ -170,3 +170,45 @@ def test_native_translation_below_19_fails_before_writing(
     ):
         run_readme(tmp_path, monkeypatch, extra)
     assert not (tmp_path / "output.onnx").exists()
+
+
+def test_export_handles_a_data_dependent_branch(runtime: str, tmp_path: Path) -> None:
+    """EDVR's DCN layer logs when offsets are large: a branch on tensor data.
+
+    torch.export stops on it (GuardOnDataDependentSymNode); ``export`` falls back to
+    ``torch.export.draft_export``, made fresh for each export (a draft program cannot serve
+    two), so exporting the same module twice works too.
+    """
+    import logging
+
+    import torch
+    import torchvision
+    from deform_conv2d_onnx_exporter import export
+
+    class LoggingDCN(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.offsets = torch.nn.Conv2d(4, 27, 3, padding=1)
+            self.dcn = torchvision.ops.DeformConv2d(4, 6, 3, padding=1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            out = self.offsets(x)
+            offset, mask = out[:, :18] * 3, torch.sigmoid(out[:, 18:])
+            offset_absmean = torch.mean(torch.abs(offset))
+            if offset_absmean > 50:
+                logging.getLogger("edvr").warning("Offset abs mean is %s", offset_absmean)
+            return self.dcn(x, offset, mask)
+
+    net = LoggingDCN().eval()
+    x = torch.randn(1, 4, 10, 12)
+    with torch.no_grad():
+        want = net(x).numpy()
+    for attempt in range(2):
+        path = tmp_path / f"edvr_{attempt}.onnx"
+        with pytest.warns(UserWarning, match="draft_export"):
+            export(net, (x,), path, opset_version=18, input_names=["x"])
+        model = onnx.load(path)
+        onnx.checker.check_model(model, full_check=True)
+        got = run_model(runtime, model, {"x": x.numpy()})
+        assert float(np.abs(got - want).max()) <= 1e-5

@@ -26,13 +26,20 @@ class CheckReport:
     outputs: dict[str, tuple[int, ...]]
     openvino_version: str | None = None
     openvino_precision: str | None = None
-    #: Max abs difference per output between onnxruntime and OpenVINO (empty without OpenVINO).
+    #: Max abs difference per output between onnxruntime and OpenVINO.
     max_abs_error: dict[str, float] = field(default_factory=dict)
+    #: Max |value| per output in onnxruntime's result (the scale for relative errors).
+    max_abs_output: dict[str, float] = field(default_factory=dict)
 
     @property
     def worst(self) -> float | None:
-        """The largest error over all outputs, or None when OpenVINO did not run."""
+        """The largest absolute error over all outputs (None for a model without outputs)."""
         return max(self.max_abs_error.values()) if self.max_abs_error else None
+
+    def relative_error(self, name: str) -> float:
+        """Max abs error of output *name* divided by its max |value| (0 for an all-zero output)."""
+        scale = self.max_abs_output[name]
+        return self.max_abs_error[name] / scale if scale > 0 else 0.0
 
 
 def random_inputs(
@@ -74,9 +81,22 @@ def random_inputs(
     return feeds
 
 
+def _importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
 def openvino_available() -> bool:
     """True when the ``openvino`` package can be imported."""
-    return importlib.util.find_spec("openvino") is not None
+    return _importable("openvino")
+
+
+def missing_runtimes() -> list[str]:
+    """The runtimes :func:`compare_runtimes` needs that cannot be imported (pip names)."""
+    return [m for m in ("onnxruntime", "openvino") if not _importable(m)]
 
 
 def compare_runtimes(
@@ -85,8 +105,13 @@ def compare_runtimes(
     """Run *model* on random inputs in onnxruntime and OpenVINO (f32); report the max errors.
 
     OpenVINO runs with ``INFERENCE_PRECISION_HINT=f32`` (its default on CPUs with AMX is
-    bf16, which differs by ~1e-2). Without OpenVINO only onnxruntime runs.
+    bf16, which differs by ~1e-2). Raises :class:`CheckError` naming a runtime that is missing.
     """
+    missing = missing_runtimes()
+    if missing:
+        raise CheckError(
+            f"comparing needs {' and '.join(missing)} (pip install {' '.join(missing)})"
+        )
     import onnxruntime as ort
 
     proto = onnx.load(model) if isinstance(model, str) else model
@@ -105,9 +130,6 @@ def compare_runtimes(
         inputs={k: tuple(v.shape) for k, v in feeds.items()},
         outputs={k: tuple(np.asarray(v).shape) for k, v in reference.items()},
     )
-    if not openvino_available():
-        return report
-
     import openvino as ov
 
     try:
@@ -134,4 +156,5 @@ def compare_runtimes(
         report.max_abs_error[name] = (
             float(np.max(np.abs(got.astype(np.float64) - want))) if want.size else 0.0
         )
+        report.max_abs_output[name] = float(np.max(np.abs(want))) if want.size else 0.0
     return report

@@ -1,12 +1,31 @@
-"""The `deform-conv2d-onnx` console script: a thin shell over the package's API."""
+"""The `deform-conv2d-onnx` console script: a thin shell over the package's API.
+
+It follows the repository's CLI rule: errors are one line on stderr
+(``deform-conv2d-onnx: error: ...``); exit 0 success, 1 a negative answer (``check`` beyond
+tolerance), 2 a usage or input problem or a missing component, 130 on Ctrl-C; output files
+are written to a temporary file beside the target and renamed into place. onnx, onnxruntime
+and OpenVINO are imported only by the command that needs them, so ``--help`` stays fast.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
-from deform_conv2d_onnx_exporter import __version__
+PROG = "deform-conv2d-onnx"
+
+
+class CliError(Exception):
+    """A problem the user can fix; *status* is the exit code."""
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _shape(text: str) -> tuple[str, list[int]]:
@@ -22,13 +41,33 @@ def _shape(text: str) -> tuple[str, list[int]]:
     return name, values
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("deform-conv2d-onnx-exporter")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+class _VersionAction(argparse.Action):
+    """``--version`` that reads the metadata only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(f"{PROG} {_version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of `deform-conv2d-onnx`."""
     parser = argparse.ArgumentParser(
-        prog="deform-conv2d-onnx",
+        prog=PROG,
         description="Lower ONNX DeformConv nodes to standard operators and check models.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     lower = sub.add_parser(
@@ -58,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     check = sub.add_parser(
-        "check", help="run a model in onnxruntime and OpenVINO (f32) and report the max error"
+        "check",
+        help="run a model in onnxruntime and OpenVINO (f32) and report the max errors",
     )
     check.add_argument("model", metavar="MODEL", help="ONNX model to run")
     check.add_argument(
@@ -74,9 +114,60 @@ def build_parser() -> argparse.ArgumentParser:
         "--atol",
         type=float,
         default=1e-4,
-        help="exit with status 1 when the max error exceeds this (default 1e-4)",
+        help="absolute tolerance (default 1e-4)",
+    )
+    check.add_argument(
+        "--rtol",
+        type=float,
+        default=1e-4,
+        help="tolerance relative to the output's largest magnitude (default 1e-4); an output "
+        "fails when its max abs error exceeds atol + rtol * max|output| (exit status 1)",
     )
     return parser
+
+
+@contextlib.contextmanager
+def atomic_output(target: str) -> Iterator[Path]:
+    """Yield a temporary path beside *target*; rename it onto *target* if the block succeeds.
+
+    On any error or interrupt the temporary is removed and *target* is left as it was.
+    Errors creating the temporary name the target, never the temporary.
+    """
+    path = Path(target)
+    folder = path.parent
+    if path.is_dir():
+        raise CliError(
+            f"cannot write {target!r}: it is a folder; give a file name such as out.onnx"
+        )
+    if not folder.is_dir():
+        raise CliError(f"cannot write {target!r}: folder {str(folder)!r} does not exist")
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise CliError(f"cannot write {target!r}: {exc.strerror or exc}") from None
+    os.close(fd)
+    temporary = Path(name)
+    try:
+        yield temporary
+        temporary.replace(path)
+    except OSError as exc:
+        raise CliError(f"cannot write {target!r}: {exc.strerror or exc}") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+
+
+def _load(path: str) -> object:
+    import onnx
+
+    try:
+        return onnx.load(path)
+    except Exception as exc:  # onnx raises DecodeError, OSError, ... for unreadable files
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = getattr(exc, "strerror", None) or text
+        raise CliError(
+            f"cannot read ONNX model {path!r}: {reason}; expected a readable .onnx file"
+        ) from None
 
 
 def _lower(args: argparse.Namespace) -> int:
@@ -84,18 +175,20 @@ def _lower(args: argparse.Namespace) -> int:
 
     from deform_conv2d_onnx_exporter.lower import count_deform_conv, lower_deform_conv
 
-    try:
-        model = onnx.load(args.input)
-    except Exception as exc:  # onnx raises DecodeError, OSError, ... for unreadable files
-        print(f"error: cannot read ONNX model {args.input!r}: {exc}", file=sys.stderr)
-        return 2
+    model = _load(args.input)
+    assert isinstance(model, onnx.ModelProto)
     try:
         result = lower_deform_conv(model, args.opset, variant=args.variant, columns=args.columns)
         onnx.checker.check_model(result, full_check=True)
+    except onnx.checker.ValidationError as exc:
+        raise CliError(
+            f"the lowered model fails onnx.checker: {str(exc).splitlines()[0]} "
+            f"(is {args.input!r} itself a valid model?)"
+        ) from None
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    onnx.save(result, args.output)
+        raise CliError(str(exc).splitlines()[0]) from None
+    with atomic_output(args.output) as temporary:
+        onnx.save(result, str(temporary))
     opset = next(e.version for e in result.opset_import if e.domain in ("", "ai.onnx"))
     print(
         f"lowered {count_deform_conv(model)} DeformConv node(s); "
@@ -107,36 +200,53 @@ def _lower(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     import onnx
 
-    from deform_conv2d_onnx_exporter.check import CheckError, compare_runtimes
+    from deform_conv2d_onnx_exporter.check import CheckError, compare_runtimes, missing_runtimes
 
-    try:
-        model = onnx.load(args.model)
-    except Exception as exc:
-        print(f"error: cannot read ONNX model {args.model!r}: {exc}", file=sys.stderr)
-        return 2
+    missing = missing_runtimes()
+    if missing:
+        raise CliError(
+            f"check needs {' and '.join(missing)}, which cannot be imported here "
+            f"(pip install {' '.join(missing)})"
+        )
+    if args.atol < 0 or args.rtol < 0:
+        raise CliError(f"--atol and --rtol must be >= 0, got {args.atol:g} and {args.rtol:g}")
+    model = _load(args.model)
+    assert isinstance(model, onnx.ModelProto)
     try:
         report = compare_runtimes(model, dict(args.shape), seed=args.seed)
     except CheckError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        raise CliError(str(exc).splitlines()[0]) from None
     for name, shape in report.inputs.items():
         print(f"input  {name}: {list(shape)}")
     for name, shape in report.outputs.items():
         print(f"output {name}: {list(shape)}")
-    if report.worst is None:
-        print(
-            "onnxruntime: ran; OpenVINO is not installed (pip install openvino), nothing to compare"
-        )
-        return 0
     print(f"OpenVINO {report.openvino_version}, inference precision {report.openvino_precision}")
+    failed = []
     for name, error in report.max_abs_error.items():
-        print(f"max abs error onnxruntime vs OpenVINO, {name}: {error:.3g}")
-    if report.worst > args.atol:
+        scale = report.max_abs_output[name]
+        relative = error / scale if scale > 0 else 0.0
         print(
-            f"error: max abs error {report.worst:.3g} exceeds --atol {args.atol:g}", file=sys.stderr
+            f"onnxruntime vs OpenVINO, {name}: max abs error {error:.3g}, "
+            f"relative {relative:.3g} (max |output| {scale:.3g})"
+        )
+        if error > args.atol + args.rtol * scale:
+            failed.append(f"{name} (abs {error:.3g}, rel {relative:.3g})")
+    if failed:
+        print(
+            f"{PROG}: error: beyond atol {args.atol:g} + rtol {args.rtol:g} * max|output|: "
+            + ", ".join(failed),
+            file=sys.stderr,
         )
         return 1
     return 0
+
+
+def _run(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    try:
+        return command(args)
+    except CliError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return exc.status
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -144,11 +254,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.print_help()
+        parser.print_help(sys.stderr)
         return 2
-    if args.command == "lower":
-        return _lower(args)
-    return _check(args)
+    try:
+        return _run(_lower if args.command == "lower" else _check, args)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `deform-conv2d-onnx check m.onnx | head -1`: stop quietly, like a Unix tool.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -1,0 +1,232 @@
+"""The console script as a user meets it, in a subprocess: the repository's CLI rule.
+
+One line on stderr (``deform-conv2d-onnx: error: ...``) and no traceback for anything a user
+can cause; exit 2 for input problems and missing components, 1 for a negative answer, 130 on
+Ctrl-C; no partial output file, ever.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from components import require_command, require_module
+from dcn_support import CASES
+from onnx import helper, numpy_helper
+
+PROG = "deform-conv2d-onnx"
+CASE = CASES[0]
+
+
+def cli(
+    *argv: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "deform_conv2d_onnx_exporter", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def assert_one_line_error(
+    done: subprocess.CompletedProcess[str], status: int, *needles: str
+) -> None:
+    assert done.returncode == status, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{PROG}: error: "), done.stderr
+    assert "Traceback" not in done.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+@pytest.fixture
+def native(tmp_path: Path) -> Path:
+    path = tmp_path / "native.onnx"
+    onnx.save(CASE.onnx_deform_conv(19), path)
+    return path
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+def test_lower_into_a_missing_folder(native: Path, tmp_path: Path) -> None:
+    done = cli("lower", str(native), "-o", "/nonexistent/o.onnx")
+    assert_one_line_error(done, 2, "'/nonexistent/o.onnx'", "does not exist")
+
+
+def test_lower_onto_a_folder(native: Path, tmp_path: Path) -> None:
+    done = cli("lower", str(native), "-o", str(tmp_path))
+    assert_one_line_error(done, 2, "is a folder")
+
+
+def test_lower_into_a_read_only_filesystem(native: Path, tmp_path: Path) -> None:
+    """A real read-only bind mount (root ignores permission bits, not a read-only mount)."""
+    unshare = require_command("unshare", "util-linux")
+    target = tmp_path / "ro"
+    target.mkdir()
+    script = (
+        f"mount --bind {target} {target} && mount -o remount,bind,ro {target} && "
+        f"exec {sys.executable} -m deform_conv2d_onnx_exporter lower {native} -o {target}/o.onnx"
+    )
+    done = subprocess.run(
+        [unshare, "-m", "sh", "-c", script], capture_output=True, text=True, timeout=120
+    )
+    if "mount:" in done.stderr or "unshare:" in done.stderr:
+        pytest.skip(f"cannot make a read-only mount here: {done.stderr.strip()}")
+    assert_one_line_error(done, 2, f"'{target}/o.onnx'", "Read-only file system")
+    assert list(target.iterdir()) == []
+
+
+def chained_model(layers: int) -> onnx.ModelProto:
+    """*layers* DeformConv nodes in a row: enough work for a Ctrl-C to land mid-way."""
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+    previous = "x"
+    for i in range(layers):
+        inits.append(
+            numpy_helper.from_array(rng.standard_normal((8, 8, 3, 3)).astype(np.float32), f"w{i}")
+        )
+        nodes.append(
+            helper.make_node(
+                "DeformConv",
+                [previous, f"w{i}", "offset"],
+                [f"y{i}"],
+                kernel_shape=[3, 3],
+                pads=[1, 1, 1, 1],
+            )
+        )
+        previous = f"y{i}"
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [
+            helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 8, "H", "W"]),
+            helper.make_tensor_value_info("offset", onnx.TensorProto.FLOAT, ["N", 18, "H", "W"]),
+        ],
+        [helper.make_tensor_value_info(previous, onnx.TensorProto.FLOAT, ["N", 8, "H", "W"])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+
+
+def test_ctrl_c_in_lower_leaves_nothing(tmp_path: Path) -> None:
+    source = tmp_path / "chain.onnx"
+    onnx.save(chained_model(400), source)
+    out = tmp_path / "out"
+    out.mkdir()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "deform_conv2d_onnx_exporter",
+            "lower",
+            str(source),
+            "-o",
+            str(out / "o.onnx"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # Let it get past its imports into the lowering (which takes several seconds).
+    time.sleep(2.5)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, f"finished before the interrupt? {stdout} {stderr}"
+    assert stderr == f"{PROG}: interrupted\n"
+    assert list(out.iterdir()) == []
+
+
+def test_lower_fills_in_missing_output_shapes(tmp_path: Path) -> None:
+    model = CASE.onnx_deform_conv(19)
+    del model.graph.output[:]
+    model.graph.output.append(helper.make_empty_tensor_value_info("y"))  # no type at all
+    source = tmp_path / "untyped.onnx"
+    onnx.save(model, source)
+    done = cli("lower", str(source), "-o", str(tmp_path / "o.onnx"))
+    assert done.returncode == 0, done.stderr
+    lowered = onnx.load(tmp_path / "o.onnx")
+    onnx.checker.check_model(lowered, full_check=True)
+    assert len(lowered.graph.output[0].type.tensor_type.shape.dim) == 4
+
+
+def test_lower_of_an_invalid_model_is_one_line(tmp_path: Path) -> None:
+    model = CASE.onnx_deform_conv(19)
+    model.graph.node[0].input[1] = "nowhere"  # a weight that does not exist
+    source = tmp_path / "broken.onnx"
+    onnx.save(model, source)
+    done = cli("lower", str(source), "-o", str(tmp_path / "o.onnx"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o.onnx").exists() and leftovers(tmp_path) == []
+
+
+def fake_missing(tmp_path: Path, module: str) -> dict[str, str]:
+    """An environment in which *module* cannot be imported (as if not installed)."""
+    shadow = tmp_path / f"no-{module}"
+    shadow.mkdir()
+    (shadow / f"{module}.py").write_text(f'raise ImportError("No module named {module!r}")\n')
+    return {"PYTHONPATH": os.pathsep.join([str(shadow), os.environ.get("PYTHONPATH", "")])}
+
+
+@pytest.mark.parametrize("module", ["openvino", "onnxruntime"])
+def test_check_without_a_runtime_is_an_error(module: str, native: Path, tmp_path: Path) -> None:
+    done = cli("check", str(native), env=fake_missing(tmp_path, module))
+    assert_one_line_error(done, 2, module, f"pip install {module}")
+    assert "nothing to compare" not in done.stdout + done.stderr
+
+
+def scaled_model(tmp_path: Path) -> Path:
+    """A lowered model with outputs ~1e4, so float32 differences exceed an absolute 1e-4."""
+    from deform_conv2d_onnx_exporter import lower_deform_conv
+
+    model = CASE.onnx_deform_conv(19)
+    weight = numpy_helper.to_array(model.graph.initializer[0]) * 1e4
+    model.graph.initializer[0].CopyFrom(numpy_helper.from_array(weight, "W"))
+    path = tmp_path / "scaled.onnx"
+    onnx.save(lower_deform_conv(model), path)
+    return path
+
+
+def test_check_reports_absolute_and_relative_errors(tmp_path: Path) -> None:
+    require_module("openvino")
+    path = scaled_model(tmp_path)
+    shapes = ["--shape", "x=2,4,16,20", "--shape", "offset=2,18,16,20", "--shape", "mask=2,9,16,20"]
+    done = cli("check", str(path), *shapes)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("onnxruntime vs OpenVINO, y:"))
+    absolute = float(line.split("max abs error ")[1].split(",")[0])
+    relative = float(line.split("relative ")[1].split(" ")[0])
+    assert absolute > 1e-4, "the case must exceed the absolute tolerance alone"
+    assert relative < 1e-5
+    strict = cli("check", str(path), *shapes, "--rtol", "0")
+    assert_one_line_error(strict, 1, "beyond atol 0.0001 + rtol 0", "y (abs ")
+
+
+def test_help_version_and_python_m(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from deform_conv2d_onnx_exporter.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = ('onnx', 'numpy', 'torch', 'openvino', 'onnxruntime')\n"
+        "heavy = [m for m in heavy if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=60)
+    version = cli("--version")
+    assert version.returncode == 0 and version.stdout.startswith(f"{PROG} ")
+    usage = cli()
+    assert usage.returncode == 2 and "lower" in usage.stderr
