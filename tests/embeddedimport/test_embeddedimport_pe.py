@@ -124,3 +124,60 @@ def test_image_without_resources_gives_nothing(base_exe: bytes) -> None:
     image = _corrupt(base_exe, directory, b"\0" * 8)
     assert read_resources(image) == {}
     assert find_resource(image, 10, 200) is None
+
+
+TABLES = {
+    "DOS_HEADER": "__IMAGE_DOS_HEADER_format__",
+    "NT_HEADERS": "__IMAGE_NT_HEADERS_format__",
+    "FILE_HEADER": "__IMAGE_FILE_HEADER_format__",
+    "OPTIONAL_HEADER": "__IMAGE_OPTIONAL_HEADER_format__",
+    "OPTIONAL_HEADER64": "__IMAGE_OPTIONAL_HEADER64_format__",
+    "DATA_DIRECTORY": "__IMAGE_DATA_DIRECTORY_format__",
+    "SECTION_HEADER": "__IMAGE_SECTION_HEADER_format__",
+    "DEBUG_DIRECTORY": "__IMAGE_DEBUG_DIRECTORY_format__",
+    "RESOURCE_DIRECTORY": "__IMAGE_RESOURCE_DIRECTORY_format__",
+    "RESOURCE_DIRECTORY_ENTRY": "__IMAGE_RESOURCE_DIRECTORY_ENTRY_format__",
+    "RESOURCE_DATA_ENTRY": "__IMAGE_RESOURCE_DATA_ENTRY_format__",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_header_tables_agree_with_pefile(name: str) -> None:
+    # Our tables are written out independently; pefile's, read through its own Structure,
+    # must give every field the same offset, size and position.
+    pefile = pytest.importorskip("pefile")
+    from embeddedimport import pe
+
+    ours = getattr(pe, name)
+    theirs = pefile.Structure(getattr(pefile.PE, TABLES[name]))
+    assert ours.size == theirs.sizeof() == struct.calcsize(ours.format)
+    assert ours.format == theirs.__format_str__
+    fields = [spec.split(",")[1] for spec in ours.fields]
+    # pefile lists aliases for a field ("Misc", "Misc_PhysicalAddress", "Misc_VirtualSize").
+    assert len(fields) == len(theirs.__keys__)
+    assert all(field in aliases for field, aliases in zip(fields, theirs.__keys__, strict=True))
+    sample = bytes(range(7, 7 + ours.size))
+    theirs.__unpack__(sample)
+    for field in fields:
+        expected = getattr(theirs, field)
+        got = (
+            ours.raw(sample, 0, field)
+            if isinstance(expected, bytes)
+            else ours.get(sample, 0, field)
+        )
+        assert got == expected, field
+
+
+def test_structure_put_get_round_trip_and_errors() -> None:
+    from embeddedimport.pe import SECTION_HEADER
+
+    buffer = bytearray(SECTION_HEADER.size + 4)
+    SECTION_HEADER.put(buffer, 4, "Name", b".rsrc")
+    SECTION_HEADER.put(buffer, 4, "Characteristics", 0x40000040)
+    assert SECTION_HEADER.raw(buffer, 4, "Name") == b".rsrc\0\0\0"
+    assert SECTION_HEADER.get(buffer, 4, "Characteristics") == 0x40000040
+    assert buffer[4 + 36 : 4 + 40] == struct.pack("<I", 0x40000040)
+    with pytest.raises(PEFormatError, match=r"IMAGE_SECTION_HEADER\.Characteristics"):
+        SECTION_HEADER.get(buffer, 8, "Characteristics")
+    with pytest.raises(ValueError, match="holds 8 bytes"):
+        SECTION_HEADER.put(buffer, 0, "Name", b".toolongname")
