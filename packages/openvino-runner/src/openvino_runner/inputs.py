@@ -21,6 +21,7 @@ Rules (documented in the README):
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -255,6 +256,22 @@ def load_image(path: Path, spec: InputSpec, options: ImageOptions) -> np.ndarray
     return np.ascontiguousarray(array.astype(spec.dtype))
 
 
+def _np_load(path: Path) -> Any:
+    """``numpy.load`` without pickles; a file numpy cannot read is an :class:`InputError`."""
+    kind = path.suffix.lower()
+    try:
+        return np.load(path, allow_pickle=False)
+    except ValueError:
+        # numpy's reason for a file that is not .npy at all is "contains pickled data"
+        raise InputError(
+            f"{path} is not a {kind} file numpy can read without pickles; save arrays with "
+            f"numpy.{'save' if kind == '.npy' else 'savez'}"
+        ) from None
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise InputError(f"cannot read {path} as {kind}: {reason}") from None
+
+
 def load_file(
     path: Path, spec: InputSpec, options: ImageOptions | None = None
 ) -> np.ndarray[Any, Any]:
@@ -263,9 +280,9 @@ def load_file(
         raise ModelFileError(f"input file {str(path)!r} for {spec.name!r} does not exist")
     suffix = path.suffix.lower()
     if suffix == ".npy":
-        return np.asarray(np.load(path, allow_pickle=False))
+        return np.asarray(_np_load(path))
     if suffix == ".npz":
-        with np.load(path, allow_pickle=False) as archive:
+        with _np_load(path) as archive:
             if spec.name in archive.files:
                 return np.asarray(archive[spec.name])
             if len(archive.files) == 1:
@@ -286,7 +303,7 @@ def expand_npz(specs: Sequence[InputSpec], path: Path) -> dict[str, np.ndarray[A
     """All arrays of an ``.npz`` given without an input name, matched to inputs by name."""
     if not path.is_file():
         raise ModelFileError(f"input file {str(path)!r} does not exist")
-    with np.load(path, allow_pickle=False) as archive:
+    with _np_load(path) as archive:
         unknown = [n for n in archive.files if n not in {s.name for s in specs}]
         if unknown:
             raise InputError(
