@@ -17,6 +17,7 @@ import http.client
 import json
 import os
 import re
+import socket
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -408,3 +409,73 @@ def test_openapi_document_is_served_and_covers_every_route(server: Server, tmp_p
     text = json.dumps(SPEC)
     for target_ref in set(re.findall(r'"\$ref": "([^"]+)"', text)):
         resolve({"$ref": target_ref})
+
+
+# --- byte level: what http.client refuses to send ------------------------------------
+
+# Any byte a header value or request target may physically carry (no CR/LF: they end the
+# line; NUL and other controls included), weighted towards non-ASCII.
+header_bytes = st.one_of(
+    st.binary(max_size=120).map(lambda b: bytes(c for c in b if c not in (10, 13)) or b"\xb9"),
+    st.lists(st.integers(0x20, 0xFF).filter(lambda c: c != 0x7F), max_size=120).map(bytes),
+)
+high_bytes = st.lists(st.integers(0x80, 0xFF), min_size=1, max_size=12).map(bytes)
+
+
+def send_raw(server: Server, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Send *request* as is; return (status, lower-cased headers, body)."""
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(request)
+        answer = b""
+        while more := sock.recv(65536):
+            answer += more
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        key, _, value = line.partition(":")
+        headers[key.strip().lower()] = value.strip()
+    return int(lines[0].split(" ")[1]), headers, body
+
+
+@SETTINGS
+@given(data=st.data())
+def test_fuzz_bytes_in_headers_and_paths(target: tuple[Server, TokenSigner], data: Any) -> None:
+    server, _signer = target
+    method = data.draw(st.sampled_from(["GET", "PUT", "POST", "HEAD"]))
+    oid = oid_of(STORED)
+    where = data.draw(
+        st.sampled_from(
+            [
+                f"/fuzz/ok.git/info/lfs/objects/{oid}",
+                f"/fuzz/ok.git/info/lfs/upload/{oid}/{len(STORED)}",
+                "/fuzz/ok.git/info/lfs/objects/batch",
+                "/fuzz/ok.git/info/lfs/locks",
+                "/fuzz/ok.git/info/lfs/locks/verify",
+            ]
+        )
+    )
+    if data.draw(st.booleans()):
+        cut = data.draw(st.integers(1, len(where)))
+        where = where[:cut].encode() + data.draw(high_bytes) + where[cut:].encode()
+    else:
+        where = where.encode()
+    if data.draw(st.booleans()):
+        where += b"?limit=" + data.draw(high_bytes) + b"&path=" + data.draw(high_bytes)
+    scheme = data.draw(st.sampled_from([b"Bearer ", b"Basic ", b"", b"bearer "]))
+    auth = scheme + data.draw(header_bytes)
+    extra_name = data.draw(st.sampled_from([b"Content-Type", b"X-Request-Id", b"Range", b"Host"]))
+    extra = data.draw(header_bytes)
+    body = data.draw(st.binary(max_size=200))
+    request = (
+        method.encode() + b" " + where + b" HTTP/1.1\r\nHost: fuzz\r\nConnection: close\r\n"
+        b"Authorization: " + auth + b"\r\n" + extra_name + b": " + extra + b"\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+    status, headers, resp_body = send_raw(server, request)
+    STATS["bytes"][status] += 1
+    assert status < 500, (status, request[:300], resp_body[:300])
+    if status >= 400 and method != "HEAD":
+        assert headers.get("content-type", "").startswith(LFS_MEDIA), (status, headers)
+        assert isinstance(json.loads(resp_body).get("message"), str)

@@ -102,6 +102,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fsck.add_argument("--repo", help="check one repository only")
 
+    seed = sub.add_parser(
+        "import-seed",
+        help="import objects from the original gitlfs_with_nginx layout, verifying each hash",
+    )
+    _add_data(seed)
+    seed.add_argument(
+        "seed", metavar="DIR", type=Path, help="the old server's data folder (holding repos/)"
+    )
+    seed.add_argument(
+        "--prefix",
+        default="lfs",
+        help="put before each repository name (default 'lfs': the old URLs"
+        " /lfs/<repo>/info/lfs keep working); '' for none",
+    )
+
     install = sub.add_parser("hook", help="install the pre-receive hook in a bare repository")
     install_sub = install.add_subparsers(dest="hook_command", metavar="ACTION")
     hook_install = install_sub.add_parser(
@@ -196,6 +211,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             return _pre_receive(args)
         if args.command == "hook":
             return _hook(parser, args)
+        if args.command == "import-seed":
+            return _import_seed(args)
     except UsersError as exc:
         return _fail(str(exc))
     except ApiError as exc:
@@ -314,6 +331,26 @@ def _pre_receive(args: argparse.Namespace) -> int:
     if message:
         print(message, file=sys.stderr)
     return status
+
+
+def _import_seed(args: argparse.Namespace) -> int:
+    from lfs_server.seed import SeedError, import_seed
+    from lfs_server.storage import Store
+
+    config = _config(args)
+    counts = {"imported": 0, "present": 0, "refused": 0}
+    try:
+        for item in import_seed(args.seed, Store(config.repos_dir, config.tmp_dir), args.prefix):
+            counts[item.status] += 1
+            if item.status == "refused":
+                print(f"REFUSED {item.path}: {item.reason}", flush=True)
+    except SeedError as exc:
+        return _fail(str(exc))
+    print(
+        f"imported {counts['imported']} objects, {counts['present']} already present,"
+        f" {counts['refused']} refused (listed above) from {args.seed}"
+    )
+    return 1 if counts["refused"] else 0
 
 
 def _hook(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

@@ -1,0 +1,111 @@
+"""`lfs-server import-seed`: bring objects over from the original gitlfs_with_nginx server.
+
+That server kept each object at `DATA/repos/<repo>/.objects/<oid[:2]>/<oid[2:4]>/<oid>`
+(`<repo>` is the part of its URL `/lfs/<repo>/info/lfs`, often `GROUP/NAME`). Every file
+found there is accounted for: imported (its SHA-256 checked while it is copied, then
+published like an upload), already present, or reported with the reason it was not
+imported. Nothing is skipped silently and the source is only read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO, Protocol
+
+from lfs_server.storage import VerifyError
+from lfs_server.validation import OID_RE, ApiError, normalize_repo
+
+SEED_OBJECTS = ".objects"
+
+
+class SeedTarget(Protocol):
+    """What the import needs from a store (the local one or S3)."""
+
+    def stored_size(self, repo: str, oid: str) -> int | None: ...
+    def publish_stream(self, stream: BinaryIO, repo: str, oid: str, size: int) -> None: ...
+
+
+class SeedError(Exception):
+    """The seed folder cannot be read as the original server's data; says what is expected."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedItem:
+    """What happened to one file of the seed: `status` is imported, present or refused."""
+
+    path: Path
+    repo: str
+    oid: str
+    status: str
+    reason: str = ""
+
+
+def seed_repos(source: Path) -> Path:
+    """The `repos` folder of the original server's data folder *source*."""
+    repos = source / "repos"
+    if not source.is_dir():
+        raise SeedError(f"seed folder {source} does not exist or is not a folder")
+    if not repos.is_dir():
+        raise SeedError(
+            f"{source} has no repos/ folder; give the original server's data folder"
+            " (the one holding repos/<repo>/.objects/aa/bb/<oid>)"
+        )
+    return repos
+
+
+def import_seed(source: Path, store: SeedTarget, prefix: str = "") -> Iterator[SeedItem]:
+    """Import every object under *source*`/repos` into *store*; yield one item per file.
+
+    *prefix* is put before each repository name (`lfs` keeps the old URLs
+    `/lfs/<repo>/info/lfs` working unchanged: that is our repository `lfs/<repo>`).
+    """
+    repos = seed_repos(source)
+    for dirpath, dirnames, filenames in os.walk(repos):
+        dirnames.sort()
+        here = Path(dirpath)
+        if SEED_OBJECTS in dirnames:
+            dirnames.remove(SEED_OBJECTS)
+            yield from _import_repo(repos, here, store, prefix)
+        for name in sorted(filenames):
+            # Files outside any .objects folder: not objects of the old layout, but said.
+            if SEED_OBJECTS not in (here / name).relative_to(repos).parts:
+                yield SeedItem(here / name, "", "", "refused", "not inside a .objects folder")
+
+
+def _import_repo(repos: Path, repo_dir: Path, store: SeedTarget, prefix: str) -> Iterator[SeedItem]:
+    relative = repo_dir.relative_to(repos).as_posix()
+    objects = repo_dir / SEED_OBJECTS
+    try:
+        repo = normalize_repo(f"{prefix.strip('/')}/{relative}" if prefix else relative)
+    except ApiError as exc:
+        for path in sorted(p for p in objects.rglob("*") if not p.is_dir()):
+            yield SeedItem(path, relative, "", "refused", f"repository name: {exc.message}")
+        return
+    for dirpath, dirnames, filenames in os.walk(objects):
+        dirnames.sort()
+        for name in sorted(filenames):
+            yield _import_one(Path(dirpath) / name, objects, repo, store)
+
+
+def _import_one(path: Path, objects: Path, repo: str, store: SeedTarget) -> SeedItem:
+    oid = path.name
+    parts = path.relative_to(objects).parts
+    if not OID_RE.fullmatch(oid) or parts != (oid[:2], oid[2:4], oid):
+        return SeedItem(path, repo, "", "refused", "not at .objects/aa/bb/<64-hex oid>")
+    info = os.lstat(path)
+    if not stat.S_ISREG(info.st_mode):
+        return SeedItem(path, repo, oid, "refused", "not a regular file (links are not followed)")
+    if store.stored_size(repo, oid) == info.st_size:
+        return SeedItem(path, repo, oid, "present")
+    try:
+        with open(path, "rb") as fh:
+            store.publish_stream(fh, repo, oid, info.st_size)
+    except VerifyError as exc:
+        return SeedItem(path, repo, oid, "refused", str(exc))
+    except OSError as exc:
+        return SeedItem(path, repo, oid, "refused", f"cannot read it: {exc.strerror}")
+    return SeedItem(path, repo, oid, "imported")

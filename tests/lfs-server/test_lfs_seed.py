@@ -1,0 +1,78 @@
+"""Issue 13 item 8: `lfs-server import-seed DIR` brings objects over from the original
+gitlfs_with_nginx layout (`repos/<repo>/.objects/aa/bb/<oid>`), hash-checked, nothing
+skipped silently; the imported objects are served under the old URLs."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+import requests
+from lfs_testlib import Api, Server, cli, oid_of
+
+
+def seed_object(repo_dir: Path, data: bytes, name: str | None = None) -> str:
+    oid = name or oid_of(data)
+    path = repo_dir / ".objects" / oid[:2] / oid[2:4] / oid
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return oid
+
+
+@pytest.mark.nginx
+def test_import_seed_verifies_reports_and_serves_under_the_old_urls(
+    server: Server, tmp_path: Path
+) -> None:
+    seed = tmp_path / "old-data"
+    game = seed / "repos/grp/game"
+    good = [os.urandom(5000), b"second object", b""]
+    oids = [seed_object(game, data) for data in good]
+    bad_oid = seed_object(game, b"bytes that are not this oid", oid_of(b"something else"))
+    (game / ".objects/zz").mkdir()
+    (game / ".objects/zz/stray.txt").write_text("not an object")
+    (seed / "repos/README").write_text("a note left by an admin")
+    link_oid = oid_of(b"linked")
+    link = game / ".objects" / link_oid[:2] / link_oid[2:4] / link_oid
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(tmp_path / "elsewhere")
+
+    r = cli("import-seed", str(seed), data=server.data)
+    assert r.returncode == 1, (r.stdout, r.stderr)  # it ran; some files were refused
+    assert "imported 3 objects, 0 already present, 4 refused" in r.stdout, r.stdout
+    refused = [line for line in r.stdout.splitlines() if line.startswith("REFUSED ")]
+    assert len(refused) == 4, refused
+    assert any(bad_oid in line and "SHA-256" in line for line in refused)
+    assert any("stray.txt" in line for line in refused)
+    assert any("README" in line and "not inside a .objects folder" in line for line in refused)
+    assert any(link_oid in line and "not a regular file" in line for line in refused)
+    assert not list((server.data / "repos").rglob(bad_oid))
+
+    # Served under the old client configuration's URL: /lfs/<repo>/info/lfs.
+    class OldUrl:
+        def lfs(self, repo: str) -> str:
+            return f"{server.url}/{repo}/info/lfs"
+
+    api = Api(OldUrl())  # type: ignore[arg-type]
+    for data, oid in zip(good, oids, strict=True):
+        action = api.download_action("lfs/grp/game", oid, len(data))
+        got = requests.get(action["href"], headers=action["header"], timeout=10).content
+        assert hashlib.sha256(got).hexdigest() == oid
+
+    again = cli("import-seed", str(seed), data=server.data)
+    assert "imported 0 objects, 3 already present, 4 refused" in again.stdout, again.stdout
+
+
+def test_import_seed_of_a_clean_seed_exits_0_and_a_wrong_folder_2(tmp_path: Path) -> None:
+    seed = tmp_path / "old"
+    seed_object(seed / "repos/solo", b"only object")
+    r = cli("import-seed", str(seed), "--prefix", "", data=tmp_path / "data")
+    assert r.returncode == 0 and "imported 1 objects" in r.stdout, (r.stdout, r.stderr)
+    oid = oid_of(b"only object")
+    stored = tmp_path / "data/repos/solo.git/objects" / oid[:2] / oid[2:4] / oid
+    assert stored.read_bytes() == b"only object"
+    for wrong, says in ((seed / "repos", "has no repos/ folder"), (tmp_path / "nope", "not")):
+        r = cli("import-seed", str(wrong), data=tmp_path / "data2")
+        assert r.returncode == 2, (r.stdout, r.stderr)
+        assert r.stderr.startswith("lfs-server: error: ") and says in r.stderr, r.stderr
