@@ -70,6 +70,7 @@ def main():
         "sqlite": sqlite3.connect(":memory:").execute("select 6 * 7").fetchone()[0],
         "ctypes": ctypes.sizeof(ctypes.c_void_p),
         "json_file": json.__file__,
+        "runtime_file": sys.modules["embeddedimport.runtime"].__file__,
         "executable": sys.executable,
         "main_file": __file__,
         "path": sys.path,
@@ -240,6 +241,8 @@ def _check_report(report: dict[str, object], exe: Path, built: Built, argv: list
     # the standard library comes from the exe's own appended zip
     assert str(report["json_file"]).endswith(exe.name + "\\json\\__init__.pyc")
     assert report["cwd_evil"] is False
+    # embeddedimport runs from bytecode its runtime compiled at build time (not from source)
+    assert str(report["runtime_file"]).endswith(exe.name + "\\embeddedimport\\runtime.pyc")
 
 
 def test_onedir_holds_only_binaries_beside_the_exe(built: Built) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import builtins
 import os
 import sys
-import types
 
 from .importer import Bundle, install
 
@@ -27,6 +26,7 @@ from .importer import Bundle, install
 # pulls in inspect and re), no typing, no collections.abc at run time.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import types
     from collections.abc import Callable, Sequence
     from types import TracebackType
 
@@ -204,13 +204,15 @@ def _apply_options(command: Command) -> None:
 
 def run(command: Command) -> None:
     """Execute ``command`` in a fresh ``__main__`` module (sys.path already prepared)."""
-    main = types.ModuleType("__main__")
+    main = type(sys)("__main__")  # types.ModuleType, without importing types
     main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main
     if command.kind == "module":
+        sys.argv = ["-m", *command.args]
+        if _run_top_level_module(command.target, main):
+            return
         import runpy
 
-        sys.argv = ["-m", *command.args]
         # The same entry point CPython's own -m uses: the real __main__ namespace.
         runpy._run_module_as_main(command.target, alter_argv=True)  # type: ignore[attr-defined]
         return
@@ -232,6 +234,39 @@ def run(command: Command) -> None:
         __loader__=SourceFileLoader("__main__", command.target),
     )
     exec(compile(source, command.target, "exec"), main.__dict__)  # noqa: S102 - a script
+
+
+def _run_top_level_module(name: str, main: types.ModuleType) -> bool:
+    """Run a plain top-level module as ``__main__`` the way runpy does; False if not one.
+
+    The common case of a bundled app (``-m main``) without runpy, which would import
+    importlib.util, importlib._abc and types: each import from the standard library zip
+    costs a few milliseconds of a standalone app's start-up under Wine. Packages, dotted
+    names and anything unusual go through runpy.
+    """
+    if "." in name or name in sys.modules:
+        return False
+    from importlib.machinery import PathFinder
+
+    spec = PathFinder.find_spec(name)
+    if spec is None or spec.loader is None or spec.submodule_search_locations is not None:
+        return False
+    get_code = getattr(spec.loader, "get_code", None)
+    code = get_code(name) if get_code is not None else None
+    if code is None:
+        return False
+    sys.argv[0] = spec.origin or sys.argv[0]
+    main.__dict__.update(
+        __name__="__main__",
+        __file__=spec.origin,
+        __cached__=spec.cached,
+        __doc__=None,
+        __loader__=spec.loader,
+        __package__="",
+        __spec__=spec,
+    )
+    exec(code, main.__dict__)  # noqa: S102 - as runpy._run_code
+    return True
 
 
 def exit_status(error: BaseException | None, report: Callable[[BaseException], None]) -> int:
@@ -299,11 +334,13 @@ def report(error: BaseException) -> None:
 
 
 def _without_our_frames(tb: TracebackType | None) -> TracebackType | None:
-    """Drop this package's leading frames: the traceback starts where CPython's would."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    while (
-        tb is not None and os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) == here
-    ):
+    """Drop this package's leading frames: the traceback starts where CPython's would.
+
+    Frames are recognised by their module's name, not their file: bytecode that exepy
+    compiled for a standalone app carries a relative file name.
+    """
+    package = __name__.partition(".")[0] + "."
+    while tb is not None and str(tb.tb_frame.f_globals.get("__name__", "")).startswith(package):
         tb = tb.tb_next
     return tb
 

@@ -22,6 +22,8 @@ import io
 import os
 import shutil
 import struct
+import subprocess
+import sys
 import tempfile
 import warnings
 import zipfile
@@ -37,7 +39,7 @@ from embeddedimport import bundle
 from exepy import image, winres
 from exepy.build import BuildError, _absolute, _read, collect_files, main_module, write_output
 from exepy.editor import ResourceEditor, SignatureRemovedWarning
-from exepy.runtime import Runtime
+from exepy.runtime import Runtime, cache_root
 
 __all__ = ["CONFIG_ID", "RUNTIME_ID", "StandaloneResult", "build_standalone", "launcher_bytes"]
 
@@ -74,18 +76,98 @@ def _embeddedimport_sources() -> list[tuple[str, bytes]]:
     ]
 
 
-def stdlib_zip(runtime: Runtime) -> bytes:
-    """The runtime's standard library zip with embeddedimport's sources added."""
+# Run by the runtime's own python.exe: compile each source given as (name, text) into an
+# unchecked hash-based .pyc (zipimport then loads it without looking for the source).
+_COMPILE = """\
+import importlib._bootstrap_external as external, importlib.util, os, sys, zipfile
+source, target = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(target + ".part", "w") as out:
+    for name in sorted(os.listdir(source)):
+        if name.endswith(".py"):
+            with open(os.path.join(source, name), "rb") as handle:
+                data = handle.read()
+            code = compile(data, "embeddedimport\\\\" + name, "exec", dont_inherit=True)
+            pyc = external._code_to_hash_pyc(code, importlib.util.source_hash(data), False)
+            out.writestr("embeddedimport/" + name[:-3] + ".pyc", bytes(pyc))
+os.replace(target + ".part", target)
+"""
+
+
+def _windows_path(path: Path) -> str:
+    """*path* as the runtime's python.exe sees it (Wine maps / to the Z: drive)."""
+    return str(path) if sys.platform == "win32" else "Z:" + str(path).replace("/", "\\")
+
+
+def _run_runtime_python(runtime: Runtime, args: list[str]) -> bool:
+    """Run the runtime's python.exe (natively on Windows, else under Wine if installed)."""
+    command = [str(runtime.path / "python.exe"), "-I", *args]
+    env = dict(os.environ)
+    if sys.platform != "win32":
+        extra = os.pathsep.join([env.get("PATH", ""), "/usr/lib/wine", "/usr/sbin"])
+        wine = shutil.which("wine", path=extra)
+        if wine is None:
+            return False
+        prefix = cache_root().parent / "wine"
+        prefix.mkdir(parents=True, exist_ok=True)
+        env.update(WINEPREFIX=str(prefix), WINEDEBUG="-all", WINEDLLOVERRIDES="mscoree,mshtml=")
+        command.insert(0, wine)
+    # Pipes, not files: CPython under Wine cannot start with a regular file as stdio. Only
+    # the exit status is read, so a Wine service that inherits a pipe cannot block us.
+    try:
+        proc = subprocess.Popen(
+            command,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        assert proc.stdin is not None
+        proc.stdin.close()
+        return proc.wait(timeout=300) == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def embeddedimport_bytecode(runtime: Runtime) -> list[tuple[str, bytes]] | None:
+    """embeddedimport compiled by *runtime*'s own CPython, cached; ``None`` if it cannot run.
+
+    Compiling embeddedimport's sources at every start costs more than CPython's whole
+    start-up (about 0.1 s under Wine), and only the runtime's own compiler writes bytecode
+    it accepts: python.exe runs natively on Windows and under Wine elsewhere. The result
+    is cached per runtime version and source hash in ``~/.cache/exepy/bytecode``.
+    """
+    sources = _embeddedimport_sources()
+    digest = hashlib.sha256()
+    for name, source in sources:
+        digest.update(name.encode() + b"\0" + source + b"\0")
+    cached = cache_root().parent / "bytecode" / f"{runtime.version}-{digest.hexdigest()[:16]}.zip"
+    if not cached.is_file():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="exepy-compile-") as folder:
+            (Path(folder) / "src").mkdir()
+            for name, source in sources:
+                (Path(folder) / "src" / Path(name).name).write_bytes(source)
+            script = Path(folder) / "compile.py"
+            script.write_text(_COMPILE)
+            paths = [_windows_path(p) for p in (script, Path(folder) / "src", cached)]
+            if not _run_runtime_python(runtime, paths) or not cached.is_file():
+                return None
+    with zipfile.ZipFile(cached) as archive:
+        return [(info.filename, archive.read(info)) for info in archive.infolist()]
+
+
+def stdlib_zip(runtime: Runtime, bytecode: list[tuple[str, bytes]] | None) -> bytes:
+    """The runtime's standard library zip with embeddedimport's sources (and bytecode)."""
     try:
         data = io.BytesIO(runtime.stdlib_zip.read_bytes())
     except OSError as exc:
         raise BuildError(f"cannot read {runtime.stdlib_zip}: {exc.strerror}") from None
     with zipfile.ZipFile(data, "a", compression=zipfile.ZIP_DEFLATED) as archive:
         present = set(archive.namelist())
-        for name, source in _embeddedimport_sources():
+        for name, content in [*_embeddedimport_sources(), *(bytecode or [])]:
             if name in present:
                 raise BuildError(f"the runtime's standard library already has {name}")
-            archive.writestr(name, source)
+            archive.writestr(name, content)
     return data.getvalue()
 
 
@@ -174,10 +256,17 @@ def build_standalone(
         raise BuildError(str(exc)) from None
     if windowed:
         editor.subsystem = image.IMAGE_SUBSYSTEM_WINDOWS_GUI
+    bytecode = embeddedimport_bytecode(runtime)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SignatureRemovedWarning)
-        data = editor.to_bytes() + stdlib_zip(runtime)
+        data = editor.to_bytes() + stdlib_zip(runtime, bytecode)
     notes = [str(w.message) for w in caught]
+    if bytecode is None:
+        notes.append(
+            f"could not run Python {runtime.version}'s python.exe here (Wine is missing) to "
+            "compile embeddedimport: the app compiles it at every start (about 0.1 s); "
+            "install Wine or build on Windows"
+        )
     names = [file_name for file_name, _ in files]
 
     if onefile:
