@@ -1,5 +1,6 @@
-"""Models shared by the openvino-runner tests: small graphs built with onnx.helper, and the
-onnx wheel's light models with the rule for judging them on every CPU."""
+"""Models and helpers shared by the openvino-runner tests: small graphs built with
+onnx.helper, the onnx wheel's light models with the rule for judging them on every CPU, and
+`cli()`, which runs the command in-process."""
 
 from __future__ import annotations
 
@@ -7,6 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from openvino_runner.cli import main
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def two_input_model(path: Path, outputs: tuple[str, str] = ("y", "z")) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from openvino_runner.cli import main
-from ovr_testmodels import two_input_model
+from ovr_testmodels import cli, two_input_model
 
 pytestmark = pytest.mark.usefixtures("openvino_available")
 
@@ -19,12 +19,6 @@ pytestmark = pytest.mark.usefixtures("openvino_available")
 @pytest.fixture
 def model(tmp_path: Path) -> Path:
     return two_input_model(tmp_path / "two.onnx")
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_help_does_not_import_openvino() -> None:

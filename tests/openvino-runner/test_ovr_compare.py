@@ -52,7 +52,11 @@ def test_compare_explains_a_saturated_softmax(
     code = main(["compare", str(model), "--input", str(tmp_path / "ones.npy")])
     out = capsys.readouterr().out
     # onnxruntime (MLAS) and OpenVINO (oneDNN) block the 1024-term sums differently, so the
-    # logits differ by a few f32 steps and the one-hot-like softmax flips
+    # logits differ by a few f32 steps and the one-hot-like softmax flips (seen on AVX2:
+    # 13 steps apart, top-1 0%). Two engines summing in the very same order would agree
+    # bit for bit and leave nothing to explain: say so rather than pass or fail blindly.
+    if code == 0:
+        pytest.xfail("both engines summed in the same order on this CPU: no mismatch")
     assert code == 1, out
     assert "FAIL prob" in out and "MISMATCH" in out
     (why,) = [line for line in out.splitlines() if line.startswith("    why: ")]

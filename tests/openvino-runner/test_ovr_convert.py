@@ -17,24 +17,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 from openvino_runner import ConversionReport, Runner, convert_model
-from openvino_runner.cli import main
 from openvino_runner.compare import softmax_inputs
 from ovr_testmodels import (
     ILL_CONDITIONED,
     LIGHT,
     ONNX_ATOL,
     ONNX_RTOL,
+    cli,
     light_case,
     softmax_is_well_conditioned,
 )
 
 pytestmark = pytest.mark.usefixtures("openvino_available")
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def assert_clean(folder: Path, *expected: str) -> None:

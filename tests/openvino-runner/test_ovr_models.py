@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from openvino_runner import ConversionError, Runner
-from openvino_runner.cli import main
 from ovr_testmodels import (
     ILL_CONDITIONED,
     LIGHT,
     ONNX_ATOL,
     ONNX_RTOL,
+    cli,
     light_case,
     softmax64,
     softmax_is_well_conditioned,
@@ -24,12 +24,6 @@ from ovr_testmodels import (
 from PIL import Image
 
 pytestmark = pytest.mark.usefixtures("openvino_available")
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # -- the onnx wheel's light models, with the outputs onnx ships for them -------------------

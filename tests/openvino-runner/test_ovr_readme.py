@@ -22,6 +22,18 @@ def blocks(language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", README.read_text(), re.S)
 
 
+def run_shell(block: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run a README bash block with `bash -eu`, `python` and `openvino-runner` taken from
+    this interpreter's environment."""
+    scripts = os.pathsep.join([sysconfig.get_path("scripts"), str(Path(sys.executable).parent)])
+    env = dict(os.environ, PATH=f"{scripts}{os.pathsep}{os.environ['PATH']}")
+    bash = shutil.which("bash", path=env["PATH"])
+    assert bash is not None, "the README test needs bash"
+    return subprocess.run(
+        [bash, "-euc", block], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
 @pytest.mark.skipif(
     sys.platform == "win32",
     reason="the example is a POSIX shell script (a heredoc); on Windows `bash` on PATH is "
@@ -29,14 +41,7 @@ def blocks(language: str) -> list[str]:
 )
 def test_readme_example_runs(tmp_path: Path) -> None:
     (shell,) = [b for b in blocks("bash") if "ov.save_model" in b]
-    # `python` and `openvino-runner` as this interpreter's environment provides them
-    scripts = os.pathsep.join([sysconfig.get_path("scripts"), str(Path(sys.executable).parent)])
-    env = dict(os.environ, PATH=f"{scripts}{os.pathsep}{os.environ['PATH']}")
-    bash = shutil.which("bash", path=env["PATH"])
-    assert bash is not None, "the README test needs bash"
-    result = subprocess.run(
-        [bash, "-euc", shell], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-    )
+    result = run_shell(shell, tmp_path)
     assert result.returncode == 0, result.stderr
     assert "[?,3,32,32]" in result.stdout and "INFERENCE_PRECISION_HINT" in result.stdout
     with np.load(tmp_path / "out.npz") as saved:
@@ -76,13 +81,7 @@ def test_readme_deployment_commands_run(tmp_path: Path) -> None:
     (shell,) = [b for b in blocks("bash") if "convert model.onnx" in b]
     assert len([line for line in shell.splitlines() if line.strip()]) == 3  # three commands
     conv_model(tmp_path / "model.onnx")
-    scripts = os.pathsep.join([sysconfig.get_path("scripts"), str(Path(sys.executable).parent)])
-    env = dict(os.environ, PATH=f"{scripts}{os.pathsep}{os.environ['PATH']}")
-    bash = shutil.which("bash", path=env["PATH"])
-    assert bash is not None, "the README test needs bash"
-    result = subprocess.run(
-        [bash, "-euc", shell], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-    )
+    result = run_shell(shell, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "the IR matches the source" in result.stdout
     assert "all outputs match" in result.stdout and "throughput:" in result.stdout

@@ -206,7 +206,7 @@ def _check(
 
 
 def convert_model(
-    model: str | os.PathLike[str],
+    model: str | os.PathLike[str] | Runner,
     output: str | os.PathLike[str],
     *,
     shapes: Mapping[str, Sequence[int]] | None = None,
@@ -219,44 +219,29 @@ def convert_model(
 ) -> ConversionReport:
     """Write *model* as OpenVINO IR at *output* (``.xml``; weights in the ``.bin`` beside it).
 
-    *shapes* gives inputs static shapes first (as ``Runner(shapes=...)``); *output_names*
-    keeps only those outputs; *compress_to_fp16* stores float weights as FP16 (OpenVINO
-    decompresses them when compiling). With *check*, the IR is run against the source on
-    seeded random inputs (``seed``) within *atol*/*rtol* (default: compare's, or
-    ``FP16_ATOL``/``FP16_RTOL`` when compressed); ``report.passed`` says how it went.
+    *model* is a path, or a :class:`Runner` (its device, precision and shapes are used;
+    this is :meth:`Runner.convert`). *shapes* gives inputs static shapes first (as
+    ``Runner(shapes=...)``); *output_names* keeps only those tensors as outputs (inner ones
+    too); *compress_to_fp16* stores float weights as FP16 (OpenVINO decompresses them when
+    compiling). With *check*, the IR is run against the source on seeded random inputs
+    (``seed``) within *atol*/*rtol* (default: compare's, or ``FP16_ATOL``/``FP16_RTOL`` when
+    compressed); ``report.passed`` says how it went.
     """
-    return Runner(model, shapes=shapes).convert(
-        output,
-        compress_to_fp16=compress_to_fp16,
-        output_names=output_names,
-        check=check,
-        atol=atol,
-        rtol=rtol,
-        seed=seed,
-    )
-
-
-def convert_runner(
-    runner: Runner,
-    output: str | os.PathLike[str],
-    *,
-    compress_to_fp16: bool = False,
-    output_names: Sequence[str] | None = None,
-    check: bool = False,
-    atol: float | None = None,
-    rtol: float | None = None,
-    seed: int = 0,
-) -> ConversionReport:
-    """:meth:`Runner.convert`: see :func:`convert_model`."""
+    if isinstance(model, Runner):
+        runner = model
+        if shapes:
+            runner.reshape(shapes)
+    else:
+        runner = Runner(model, shapes=shapes)
     xml, bin_ = ir_paths(output)
     check_writable(xml)
     if xml.resolve() == runner.path.resolve():
         raise InputError(f"{xml} is the source model; write the IR under another name")
     source_info = runner.info()
-    model = runner.model
+    converted = runner.model
     if output_names:
-        model = _keep_outputs(model, output_names, runner)
-    save_ir(model, xml, compress_to_fp16=compress_to_fp16)
+        converted = _keep_outputs(converted, output_names, runner)
+    save_ir(converted, xml, compress_to_fp16=compress_to_fp16)
     ir = Runner(xml, runner.device, runner.precision, config=runner.extra_config)
     checks: list[CheckResult] = []
     if check:
@@ -268,7 +253,7 @@ def convert_runner(
             shapes=runner.shapes,
             config=runner.extra_config,
         )
-        source.use_model(model)
+        source.use_model(converted)
         fp16 = compress_to_fp16
         checks = _check(
             ir,

@@ -434,9 +434,9 @@ class Runner:
         *output_names* to keep only some outputs, and *check* to run the IR against the
         source.
         """
-        from openvino_runner.convert import convert_runner
+        from openvino_runner.convert import convert_model
 
-        return convert_runner(
+        return convert_model(
             self,
             output,
             compress_to_fp16=compress_to_fp16,
