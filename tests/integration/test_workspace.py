@@ -130,3 +130,16 @@ def test_every_package_has_readme_changelog_license() -> None:
         for required in ("README.md", "CHANGELOG.md", "LICENSE", f"src/{module_of(name)}/py.typed"):
             assert (folder / required).is_file(), f"{name} lacks {required}"
         assert "## Unreleased" in (folder / "CHANGELOG.md").read_text()
+
+
+def test_root_configuration_covers_every_package() -> None:
+    """The package list is packages/*: the few lists that cannot glob must agree with it."""
+    root = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert root["tool"]["uv"]["workspace"]["members"] == ["packages/*"]
+    assert root["tool"]["mypy"]["files"] == ["packages/*/src"]
+    assert sorted(root["tool"]["mypy"]["mypy_path"]) == sorted(
+        f"packages/{p}/src" for p in PACKAGES
+    )
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    editable = {p["name"] for p in lock["package"] if "editable" in p.get("source", {})}
+    assert editable == set(PACKAGES), "uv.lock is stale: run tools/lock"
