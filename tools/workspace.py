@@ -47,6 +47,13 @@ SYSTEM_PACKAGES = {
     "binutils-mingw-w64-x86-64": "x86_64-w64-mingw32-objdump",
     "osslsigncode": "osslsigncode",  # real Authenticode signatures for exepy's tests
     "openssl": "openssl",
+    # lfs-server's scale-out tests: a real S3 server (Ceph RGW) and PostgreSQL 15
+    "ceph-mon": "ceph-mon",
+    "ceph-mgr": "ceph-mgr",
+    "ceph-osd": "ceph-osd",
+    "radosgw": "radosgw",
+    "ceph-common": "ceph",
+    "postgresql": "/usr/lib/postgresql/15/bin/initdb",
 }
 # Where `wine64` lives on Debian when it is not on PATH.
 EXTRA_PATH = ["/usr/lib/wine", "/usr/sbin"]

@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from lfs_scale_support import ceph, postgres  # noqa: F401 (session fixtures: real engines)
 from lfs_testlib import Server, start_server
 
 

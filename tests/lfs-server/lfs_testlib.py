@@ -129,10 +129,10 @@ def start_server(
         if proc.poll() is not None:
             raise AssertionError(f"lfs-server exited with {proc.returncode}:\n{server.log_text()}")
         try:
-            if requests.get(f"{server.url}/healthz", timeout=2).status_code == 200:
+            if requests.get(f"{server.url}/healthz", timeout=10).status_code == 200:
                 return server
-        except requests.ConnectionError:
-            pass
+        except (requests.ConnectionError, requests.Timeout):
+            pass  # workers still starting (an S3 store's client takes a moment to build)
         time.sleep(0.1)
     server.stop()
     raise AssertionError(f"lfs-server did not start:\n{server.log_text()}")

@@ -2,7 +2,7 @@
 """Load test for lfs-server: concurrent clients, then a check that nothing was lost.
 
     tools/bench/lfs_load.py [--clients 32] [--duration 60] [--max-size-kib 65536]
-                            [--workers 4] [--seed N]
+                            [--workers 4] [--seed N] [--nodes N]
 
 Starts `lfs-server serve` (nginx + gunicorn) on a loopback port with a temporary data
 directory, then runs N client threads for the given time. Each client mixes, like git-lfs:
@@ -20,6 +20,11 @@ the server already has it) is fetched again and re-hashed. Prints requests/s, by
 p50/p99 latency per operation, responses by status, unexpected statuses, and objects lost
 or corrupted; exits 1 if any were lost or corrupted or any status was unexpected.
 Needs nginx; loopback only.
+
+The store and database come from the caller's environment (`LFS_STORAGE=s3`, `LFS_S3_*`,
+AWS credentials, `LFS_DATABASE_URL`); by default a local store and SQLite. `--nodes N`
+starts N servers sharing them and one signing key (it needs S3 and PostgreSQL), spreads
+the clients over them round-robin, and re-fetches every object through the last node.
 """
 
 from __future__ import annotations
@@ -103,6 +108,8 @@ class Client:
         self.user = f"load{index}"
         self.http.auth = (self.user, PASSWORD)
         self.my_locks: list[str] = []
+        # With several nodes, clients are spread over them round-robin.
+        self.lfs = ctx.node_urls[index % len(ctx.node_urls)]
         self.done = 0
 
     # -- helpers ---------------------------------------------------------------------
@@ -135,7 +142,7 @@ class Client:
         r = self.call(
             "upload.batch",
             "POST",
-            self.ctx.lfs + "/objects/batch",
+            self.lfs + "/objects/batch",
             json={"operation": "upload", "objects": [{"oid": oid, "size": size}]},
         )
         if r is None or r.status_code != 200:
@@ -175,7 +182,7 @@ class Client:
         r = self.call(
             "download.batch",
             "POST",
-            self.ctx.lfs + "/objects/batch",
+            self.lfs + "/objects/batch",
             json={"operation": "download", "objects": [{"oid": oid, "size": size}]},
         )
         if r is None or r.status_code != 200:
@@ -212,7 +219,7 @@ class Client:
         self.call(
             "batch",
             "POST",
-            self.ctx.lfs + "/objects/batch",
+            self.lfs + "/objects/batch",
             json={"operation": "download", "objects": objects},
         )
 
@@ -222,14 +229,14 @@ class Client:
             self.call(
                 "verify",
                 "POST",
-                self.ctx.lfs + "/verify",
+                self.lfs + "/verify",
                 json={"oid": sample[0], "size": sample[2]},
             )
 
     def locks(self) -> None:
         if self.my_locks and self.rng.random() < 0.5:
             lock_id = self.my_locks.pop()
-            self.call("lock.unlock", "POST", f"{self.ctx.lfs}/locks/{lock_id}/unlock", json={})
+            self.call("lock.unlock", "POST", f"{self.lfs}/locks/{lock_id}/unlock", json={})
             return
         # A few shared paths everyone races for, and some of one's own.
         path = (
@@ -237,10 +244,10 @@ class Client:
             if self.rng.random() < 0.5
             else f"own/{self.user}/{self.rng.randrange(1000)}.psd"
         )
-        r = self.call("lock.create", "POST", self.ctx.lfs + "/locks", json={"path": path})
+        r = self.call("lock.create", "POST", self.lfs + "/locks", json={"path": path})
         if r is not None and r.status_code == 201:
             self.my_locks.append(r.json()["lock"]["id"])
-        self.call("lock.list", "GET", self.ctx.lfs + "/locks", params={"limit": 50})
+        self.call("lock.list", "GET", self.lfs + "/locks", params={"limit": 50})
 
     def duplicate_upload(self) -> None:
         """The first clients upload the same new object at the same moment."""
@@ -278,6 +285,7 @@ class Context:
     barrier: threading.Barrier
     dup_clients: int
     stats: Stats
+    node_urls: list[str] = field(default_factory=list)
 
 
 def free_port() -> int:
@@ -286,16 +294,26 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(data: Path, port: int, workers: int, clients: int) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LFS_")}
-    for i in range(clients):
+# Settings taken from the caller: where the shared store and database are.
+BACKEND_VARS = ("LFS_STORAGE", "LFS_S3_", "LFS_DATABASE_URL", "LFS_SECRET_KEY_FILE")
+
+
+def start_server(
+    data: Path, port: int, workers: int, clients: int, add_users: bool = True
+) -> subprocess.Popen[bytes]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("LFS_") or k.startswith(BACKEND_VARS)
+    }
+    for i in range(clients if add_users else 0):
         subprocess.run(
             [SCRIPT, "user", "add", f"load{i}", "--grant", "*=write", "--password-stdin",
-             "--data", str(data)],
+             "--update", "--data", str(data)],
             input=PASSWORD.encode(), check=True, env=env, capture_output=True,
         )  # fmt: skip
     env.update({"LFS_DATA_DIR": str(data), "LFS_LISTEN": f"127.0.0.1:{port}"})
-    log = open(data.parent / "serve.log", "wb")  # noqa: SIM115 (lives as long as the server)
+    log = open(data.parent / f"serve-{port}.log", "wb")  # noqa: SIM115 (lives as long as the server)
     proc = subprocess.Popen(
         [SCRIPT, "serve", "--workers", str(workers)], env=env, stdout=log, stderr=log
     )
@@ -304,10 +322,10 @@ def start_server(data: Path, port: int, workers: int, clients: int) -> subproces
         if proc.poll() is not None:
             raise SystemExit(f"lfs-server exited with {proc.returncode}; see {log.name}")
         try:
-            if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).ok:
+            if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=10).ok:
                 return proc
-        except requests.ConnectionError:
-            pass
+        except (requests.ConnectionError, requests.Timeout):
+            pass  # workers still starting
         time.sleep(0.1)
     raise SystemExit("lfs-server did not start")
 
@@ -354,8 +372,11 @@ def report(ctx: Context, args: argparse.Namespace, elapsed: float, check: tuple[
     stats = ctx.stats
     total = sum(len(v) for v in stats.latencies.values())
     print(
-        f"\nlfs_load: {args.clients} clients for {elapsed:.1f} s against lfs-server serve "
-        f"(nginx + gunicorn, {args.workers} workers); objects "
+        f"\nlfs_load: {args.clients} clients for {elapsed:.1f} s against {args.nodes} "
+        f"{'node' if args.nodes == 1 else 'nodes'} of lfs-server serve "
+        f"(nginx + gunicorn, {args.workers} workers each; store "
+        f"{os.environ.get('LFS_STORAGE') or 'local'}, database "
+        f"{'postgresql' if os.environ.get('LFS_DATABASE_URL') else 'sqlite'}); objects "
         f"{args.min_size_kib} KiB-{args.max_size_kib} KiB"
     )
     print(
@@ -403,7 +424,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--workers", type=int, default=4, help="gunicorn workers (4)")
     parser.add_argument("--seed", type=int, default=1, help="random seed (1)")
+    parser.add_argument(
+        "--nodes", type=int, default=1, help="servers sharing store, database and key (1)"
+    )
     args = parser.parse_args(argv)
+    if args.nodes > 1 and not (
+        os.environ.get("LFS_STORAGE") == "s3" and os.environ.get("LFS_DATABASE_URL")
+    ):
+        parser.error(
+            "--nodes above 1 needs a shared store and database: set LFS_STORAGE=s3 (with"
+            " LFS_S3_*) and LFS_DATABASE_URL"
+        )
     if args.clients < 1 or args.duration <= 0 or not 0 < args.min_size_kib <= args.max_size_kib:
         parser.error("need --clients >= 1, --duration > 0, 0 < --min-size-kib <= --max-size-kib")
     if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
@@ -412,16 +443,25 @@ def main(argv: list[str] | None = None) -> int:
 
     root = Path(tempfile.mkdtemp(prefix="lfs-load-", dir="/tmp"))
     root.chmod(0o755)
-    data = root / "data"
-    data.mkdir(mode=0o755)
-    port = free_port()
+    if args.nodes > 1:
+        os.environ.setdefault("LFS_SECRET_KEY_FILE", str(root / "secret.key"))
     buffer = os.urandom(max(2 * args.max_size_kib * KIB, 4 * MIB))
     print(f"lfs_load: {len(buffer) // MIB} MiB of random data; objects are slices of it")
-    proc = start_server(data, port, args.workers, args.clients)
+    procs: list[subprocess.Popen[bytes]] = []
+    ports: list[int] = []
+    datas: list[Path] = []
     try:
+        for n in range(args.nodes):
+            data = root / f"data{n}"
+            data.mkdir(mode=0o755)
+            ports.append(free_port())
+            datas.append(data)
+            procs.append(start_server(data, ports[-1], args.workers, args.clients, n == 0))
+        urls = [f"http://127.0.0.1:{port}/{REPO}.git/info/lfs" for port in ports]
         dup = min(4, args.clients)
         ctx = Context(
-            lfs=f"http://127.0.0.1:{port}/{REPO}.git/info/lfs",
+            lfs=urls[-1],
+            node_urls=urls,
             buffer=buffer,
             deadline=time.monotonic() + args.duration,
             barrier=threading.Barrier(dup),
@@ -440,16 +480,20 @@ def main(argv: list[str] | None = None) -> int:
         elapsed = time.monotonic() - started
         print("lfs_load: load done; re-fetching every stored object ...")
         check = final_check(ctx)
-        body_dir = data / "tmp/body"
-        leftovers = len(list(body_dir.iterdir())) if body_dir.is_dir() else 0
-        leftovers += len(list((data / "tmp").glob("upload-*")))
+        leftovers = 0
+        for data in datas:
+            body_dir = data / "tmp/body"
+            leftovers += len(list(body_dir.iterdir())) if body_dir.is_dir() else 0
+            leftovers += len(list((data / "tmp").glob("upload-*")))
         return report(ctx, args, elapsed, check, leftovers)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
         shutil.rmtree(root, ignore_errors=True)
 
 

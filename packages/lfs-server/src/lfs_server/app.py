@@ -9,15 +9,16 @@ import sqlite3
 import sys
 import time
 import uuid
+from pathlib import Path
 
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from lfs_server import batch_api, locks_api, ops_api, transfer_api
 from lfs_server.config import Config
-from lfs_server.locks import LockDB, classify_db_error
+from lfs_server.locks import DatabaseUnavailable, classify_db_error, open_lock_db
 from lfs_server.metrics import Metrics
-from lfs_server.storage import Store, UnsafeStorePath
+from lfs_server.storage import StoreUnavailable, UnsafeStorePath, open_store
 from lfs_server.tokens import TokenSigner, load_or_create_key, proxy_secret
 from lfs_server.validation import ApiError
 from lfs_server.web import Services, error_response, insufficient_storage
@@ -40,9 +41,9 @@ def create_app(config: Config) -> Flask:
     key = load_or_create_key(config.key_path)
     app.extensions["lfs"] = Services(
         config=config,
-        store=Store(config.repos_dir, config.tmp_dir),
+        store=open_store(config),
         signer=TokenSigner(key),
-        locks=LockDB(config.locks_path, busy_timeout=config.db_busy_timeout),
+        locks=open_lock_db(config),
         proxy_secret=proxy_secret(key),
         metrics=Metrics(config.run_dir / "metrics.sqlite3"),
     )
@@ -102,9 +103,18 @@ def _install_hooks(app: Flask) -> None:
             return insufficient_storage()
         return _crash(exc)
 
+    @app.errorhandler(StoreUnavailable)
+    @app.errorhandler(DatabaseUnavailable)
+    def _unavailable(exc: Exception) -> Response:
+        # The store or the database is down: a retryable 503, never a half-done change.
+        app.logger.warning("%s (%s)", exc, exc.__cause__ or "no detail")
+        response = error_response(503, str(exc))
+        response.headers["Retry-After"] = "2"
+        return response
+
     @app.errorhandler(sqlite3.Error)
     def _db_error(exc: sqlite3.Error) -> Response:
-        kind = classify_db_error(exc, app.extensions["lfs"].locks.path)
+        kind = classify_db_error(exc, getattr(app.extensions["lfs"].locks, "path", Path()))
         if kind == "busy":
             response = error_response(
                 503,

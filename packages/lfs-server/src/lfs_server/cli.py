@@ -102,6 +102,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fsck.add_argument("--repo", help="check one repository only")
 
+    migrate = sub.add_parser(
+        "migrate",
+        help="copy the local store's objects into S3 (LFS_S3_* settings), each one verified",
+    )
+    _add_data(migrate)
+    migrate.add_argument(
+        "--to", required=True, choices=["s3"], help="where to copy the objects: s3"
+    )
+    migrate.add_argument("--repo", help="copy one repository only")
+
     seed = sub.add_parser(
         "import-seed",
         help="import objects from the original gitlfs_with_nginx layout, verifying each hash",
@@ -193,6 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from lfs_server.locks import DatabaseUnavailable
+    from lfs_server.storage import StoreUnavailable
     from lfs_server.users import UsersError
     from lfs_server.validation import ApiError
 
@@ -207,13 +219,15 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             return _repo(parser, args)
         if args.command == "fsck":
             return _fsck(args)
+        if args.command == "migrate":
+            return _migrate(args)
         if args.command == "pre-receive":
             return _pre_receive(args)
         if args.command == "hook":
             return _hook(parser, args)
         if args.command == "import-seed":
             return _import_seed(args)
-    except UsersError as exc:
+    except (UsersError, StoreUnavailable, DatabaseUnavailable) as exc:
         return _fail(str(exc))
     except ApiError as exc:
         return _fail(exc.message)
@@ -250,12 +264,12 @@ def _nginx_config(args: argparse.Namespace) -> int:
 
 
 def _user(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from lfs_server.users import UserDB, parse_grant
+    from lfs_server.users import load_users, parse_grant
 
     if args.user_command is None:
         parser.parse_args(["user", "--help"])
     config = _config(args, must_exist=args.user_command != "add")
-    db = UserDB.load(config.users_path)
+    db = load_users(config)
     if args.user_command == "add":
         grants = dict(parse_grant(g) for g in args.grant)
         if args.password_stdin:
@@ -288,13 +302,13 @@ def _user(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _repo(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from lfs_server.storage import Store
+    from lfs_server.storage import open_store
     from lfs_server.validation import normalize_repo
 
     if args.repo_command is None:
         parser.parse_args(["repo", "--help"])
     config = _config(args, must_exist=args.repo_command == "list")
-    store = Store(config.repos_dir, config.tmp_dir)
+    store = open_store(config)
     if args.repo_command == "create":
         name = normalize_repo(args.name)
         store.create_repo(name)
@@ -307,10 +321,13 @@ def _repo(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 def _fsck(args: argparse.Namespace) -> int:
     from lfs_server.fsck import check_store
-    from lfs_server.storage import Store
+    from lfs_server.storage import open_store
 
     config = _config(args, must_exist=True)
-    store = Store(config.repos_dir, config.tmp_dir)
+    store = open_store(config)
+    aborted = store.cleanup()
+    if aborted:
+        print(f"aborted {aborted} unfinished upload(s) left by stopped nodes")
     checked = bad = 0
     for obj, problem in check_store(
         store, config.quarantine_dir if args.quarantine else None, args.repo
@@ -324,6 +341,35 @@ def _fsck(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def _migrate(args: argparse.Namespace) -> int:
+    from lfs_server.migrate import migrate_to_s3
+    from lfs_server.s3store import S3Store
+    from lfs_server.storage import Store
+
+    config = _config(args)
+    if not config.s3_bucket:
+        print(
+            "lfs-server: error: migrate --to s3 needs LFS_S3_BUCKET (and LFS_S3_ENDPOINT,"
+            " AWS credentials) naming the destination",
+            file=sys.stderr,
+        )
+        return 2
+    if not config.repos_dir.is_dir():
+        print(f"lfs-server: error: no local store at {config.repos_dir}", file=sys.stderr)
+        return 2
+    source = Store(config.repos_dir, config.tmp_dir)
+    dest = S3Store.from_config(config)
+    dest.check()
+    report = migrate_to_s3(source, dest, args.repo)
+    for obj, why in report.bad:
+        print(f"BAD {obj.repo} {obj.oid}: not copied: {why}")
+    print(
+        f"copied {report.copied} objects ({report.bytes_copied} bytes), "
+        f"{report.present} already there, {len(report.bad)} bad"
+    )
+    return 1 if report.bad else 0
+
+
 def _pre_receive(args: argparse.Namespace) -> int:
     from lfs_server.prereceive import run_hook
 
@@ -335,12 +381,12 @@ def _pre_receive(args: argparse.Namespace) -> int:
 
 def _import_seed(args: argparse.Namespace) -> int:
     from lfs_server.seed import SeedError, import_seed
-    from lfs_server.storage import Store
+    from lfs_server.storage import open_store
 
     config = _config(args)
     counts = {"imported": 0, "present": 0, "refused": 0}
     try:
-        for item in import_seed(args.seed, Store(config.repos_dir, config.tmp_dir), args.prefix):
+        for item in import_seed(args.seed, open_store(config), args.prefix):
             counts[item.status] += 1
             if item.status == "refused":
                 print(f"REFUSED {item.path}: {item.reason}", flush=True)

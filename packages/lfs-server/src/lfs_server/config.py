@@ -50,6 +50,23 @@ ENV_VARS: tuple[tuple[str, str, str, str], ...] = (
         "token signing key (default DATA/secret.key)",
     ),
     ("LFS_NGINX_BODY_DIR", "nginx_body_dir", "path", "nginx body temp dir (default DATA/tmp/body)"),
+    ("LFS_STORAGE", "storage", "str", "where objects live: 'local' (DATA/repos) or 's3'"),
+    ("LFS_S3_ENDPOINT", "s3_endpoint", "str", "S3 endpoint URL (default: AWS for the region)"),
+    ("LFS_S3_BUCKET", "s3_bucket", "str", "S3 bucket of the objects (LFS_STORAGE=s3)"),
+    ("LFS_S3_REGION", "s3_region", "str", "S3 region (default us-east-1)"),
+    ("LFS_S3_PREFIX", "s3_prefix", "str", "key prefix inside the bucket, e.g. 'lfs/'"),
+    (
+        "LFS_S3_TRANSFER",
+        "s3_transfer",
+        "str",
+        "downloads: 'proxy' (nginx streams from S3) or 'direct' (presigned S3 URLs)",
+    ),
+    (
+        "LFS_DATABASE_URL",
+        "database_url",
+        "str",
+        "postgresql://... keeps locks and users in PostgreSQL (default: SQLite + users file)",
+    ),
 )
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -80,8 +97,33 @@ class Config:
     locks_db: Path | None = None
     secret_key_file: Path | None = None
     nginx_body_dir: Path | None = None
+    storage: str = "local"
+    s3_endpoint: str = ""
+    s3_bucket: str = ""
+    s3_region: str = "us-east-1"
+    s3_prefix: str = ""
+    s3_transfer: str = "proxy"
+    database_url: str = ""
 
     def __post_init__(self) -> None:
+        if self.storage not in ("local", "s3"):
+            raise ConfigError(f"LFS_STORAGE must be 'local' or 's3', got {self.storage!r}")
+        if self.storage == "s3" and not self.s3_bucket:
+            raise ConfigError("LFS_STORAGE=s3 needs LFS_S3_BUCKET (the bucket objects go to)")
+        if self.s3_transfer not in ("proxy", "direct"):
+            raise ConfigError(
+                f"LFS_S3_TRANSFER must be 'proxy' or 'direct', got {self.s3_transfer!r}"
+            )
+        if self.s3_endpoint and not self.s3_endpoint.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"LFS_S3_ENDPOINT must be an http:// or https:// URL, got {self.s3_endpoint!r}"
+            )
+        if self.database_url and not self.database_url.startswith(("postgresql://", "postgres://")):
+            # Never echo the URL: it may carry a password.
+            raise ConfigError(
+                "LFS_DATABASE_URL must be a postgresql://USER:PASSWORD@HOST:PORT/DB URL"
+                " (or empty for SQLite)"
+            )
         if self.body_mode not in ("nginx", "stream"):
             raise ConfigError(f"LFS_BODY_MODE must be 'nginx' or 'stream', got {self.body_mode!r}")
         for name in ("workers", "max_batch_objects", "token_ttl", "db_busy_timeout"):

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
-from lfs_server.storage import Store, StoredObject, sha256_file
+from lfs_server.storage import ObjectStore, StoredObject
 
 
 @dataclasses.dataclass(frozen=True)
@@ -15,15 +15,15 @@ class Problem:
 
     obj: StoredObject
     actual: str
-    moved_to: Path | None = None
+    moved_to: str | None = None
 
 
 def check_store(
-    store: Store, quarantine_dir: Path | None = None, repo: str | None = None
+    store: ObjectStore, quarantine_dir: Path | None = None, repo: str | None = None
 ) -> Iterator[tuple[StoredObject, Problem | None]]:
     """Hash each object; yield (object, problem or None); move bad ones if asked."""
     for obj in store.iter_objects(repo):
-        digest, _size = sha256_file(obj.path)
+        digest, _size = store.hash_object(obj)
         if digest == obj.oid:
             yield obj, None
             continue

@@ -16,6 +16,11 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lfs_server.config import Config
+    from lfs_server.pgdb import PgLockDB
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS locks (
@@ -48,6 +53,19 @@ class Lock:
             "locked_at": self.locked_at,
             "owner": {"name": self.owner},
         }
+
+
+class DatabaseUnavailable(Exception):
+    """The lock/user database cannot be reached; nothing was changed (message is safe to show)."""
+
+
+def open_lock_db(config: Config) -> LockDB | PgLockDB:
+    """The lock database *config* names: PostgreSQL (LFS_DATABASE_URL) or the SQLite file."""
+    if config.database_url:
+        from lfs_server.pgdb import PgLockDB
+
+        return PgLockDB(config.database_url, busy_timeout=config.db_busy_timeout)
+    return LockDB(config.locks_path, busy_timeout=config.db_busy_timeout)
 
 
 class LockExists(Exception):
@@ -125,6 +143,11 @@ class LockDB:
                     conn.close()
                     self._local.conn = None
             raise
+
+    def check(self) -> None:
+        """Raise sqlite3.Error unless the database answers."""
+        with self._connect() as conn:
+            conn.execute("SELECT 1 FROM locks LIMIT 1")
 
     def close(self) -> None:
         """Close this thread's connection (it reopens on the next use)."""

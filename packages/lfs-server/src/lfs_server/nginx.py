@@ -8,7 +8,7 @@ from importlib import resources
 
 from lfs_server import __version__
 from lfs_server.config import Config
-from lfs_server.transfer_api import STORE_LOCATION, UPLOAD_CHECK_PATH
+from lfs_server.transfer_api import S3_LOCATION, STORE_LOCATION, UPLOAD_CHECK_PATH
 from lfs_server.web import REALM
 
 _PROXY_HEADERS = (
@@ -84,6 +84,68 @@ def _error_locations(max_body: str) -> str:
     return "\n".join(lines)
 
 
+def s3_endpoint(config: Config) -> str:
+    """The S3 endpoint URL nginx and boto3 talk to (AWS's regional one by default)."""
+    return (config.s3_endpoint or f"https://s3.{config.s3_region}.amazonaws.com").rstrip("/")
+
+
+_STORE_DOWN = "the object store did not answer; nothing was changed, retry in a moment"
+
+
+def _s3_blocks(config: Config) -> tuple[str, str]:
+    """(upstream block, locations) that let nginx stream objects from S3 (empty if local)."""
+    if config.storage != "s3":
+        return "", ""
+    scheme, _, host = s3_endpoint(config).partition("://")
+    host = host.split("/", 1)[0]
+    default_port = "443" if scheme == "https" else "80"
+    server = host if ":" in host.rsplit("]", 1)[-1] else f"{host}:{default_port}"
+    upstream = f"""
+    upstream lfs_s3 {{
+        server {server};
+        keepalive 32;
+    }}
+"""
+    tls = ""
+    if scheme == "https":
+        tls = "\n            proxy_ssl_server_name on;"
+        tls += f"\n            proxy_ssl_name {host.rsplit(':', 1)[0]};"
+    location = f"""
+        # Downloads from S3 (LFS_STORAGE=s3): reached only through the app's X-Accel-Redirect
+        # to a short-lived presigned URL; nginx streams the store's answer to the client, so
+        # clients only ever talk to us. The client's own headers (its action token) must not
+        # reach the store; Range does.
+        location {S3_LOCATION} {{
+            internal;
+            proxy_pass {scheme}://lfs_s3/;{tls}
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host {host};
+            proxy_set_header Authorization "";
+            proxy_set_header Cookie "";
+            proxy_set_header X-Forwarded-For "";
+            proxy_hide_header x-amz-request-id;
+            proxy_hide_header x-amz-id-2;
+            proxy_hide_header x-rgw-object-type;
+            proxy_max_temp_file_size 0;
+            proxy_buffers 32 64k;
+            proxy_read_timeout 600s;
+            proxy_intercept_errors on;
+            error_page 404 /_lfs_error/404;
+            error_page 416 /_lfs_error/416;
+            error_page 400 401 403 500 502 503 504 =503 /_lfs_error/store;
+        }}
+
+        location = /_lfs_error/store {{
+            internal;
+            default_type application/vnd.git-lfs+json;
+            add_header Retry-After 2 always;
+            return 503 '{{"message": "{_STORE_DOWN}", "request_id": "$request_id"}}\n';
+        }}
+"""
+    return upstream, location
+
+
 # Statuses the upload check may refuse with (it answers nginx 403 and names the real one).
 _REFUSED_STATUSES = (400, 401, 404, 411, 413, 422, 503, 507)
 
@@ -119,6 +181,7 @@ def render_nginx_config(
         f"            {line.format(secret=proxy_secret)};" for line in _PROXY_HEADERS
     )
     max_body = str(config.max_object_size) if config.max_object_size else "0"
+    s3_upstream, s3_location = _s3_blocks(config)
     values = {
         "version": __version__,
         "nginx_workers": nginx_workers,
@@ -130,6 +193,8 @@ def render_nginx_config(
         "listen": config.listen,
         "max_body": max_body,
         "store_location": STORE_LOCATION,
+        "s3_upstream": s3_upstream,
+        "s3_location": s3_location,
         "proxy_settings": proxy_settings,
         "error_pages": _error_pages("        ", upload=False),
         "upload_error_pages": _error_pages("            ", upload=True),

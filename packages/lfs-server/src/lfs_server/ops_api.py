@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import resources
 
-from flask import Blueprint, Response
+from flask import Blueprint, Response, current_app
 
 from lfs_server.metrics import CONTENT_TYPE
 from lfs_server.web import lfs_response, services
@@ -14,12 +15,36 @@ bp = Blueprint("ops", __name__)
 
 @bp.get("/healthz")
 def healthz() -> Response:
-    """200 when the store and the database answer."""
+    """200 when the store and the database answer, 503 when either does not.
+
+    The answer names each part's kind and whether it is reachable: never an endpoint,
+    a path or a credential.
+    """
     svc = services()
-    svc.locks.find("", limit=1)
+    store_ok = _reachable(svc.store.check)
+    database_ok = _reachable(svc.locks.check)
     svc.metrics.counters()
-    # No path: anyone may ask /healthz (issue 13).
-    return lfs_response({"status": "ok"})
+    ok = store_ok and database_ok
+    return lfs_response(
+        {
+            "status": "ok" if ok else "unavailable",
+            "store": {"kind": svc.store.kind, "reachable": store_ok},
+            "database": {
+                "kind": "postgresql" if svc.config.database_url else "sqlite",
+                "reachable": database_ok,
+            },
+        },
+        200 if ok else 503,
+    )
+
+
+def _reachable(check: Callable[[], None]) -> bool:
+    try:
+        check()
+    except Exception:  # any failure means "not reachable"; the log has the details
+        current_app.logger.warning("health check failed", exc_info=True)
+        return False
+    return True
 
 
 @bp.get("/metrics")

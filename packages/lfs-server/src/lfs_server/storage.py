@@ -17,9 +17,12 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from lfs_server.validation import OID_RE, check_oid, normalize_repo
+
+if TYPE_CHECKING:
+    from lfs_server.config import Config
 
 CHUNK = 1 << 20
 
@@ -32,14 +35,22 @@ class UnsafeStorePath(Exception):
     """A path in the store is a symbolic link (or leads outside it): never followed."""
 
 
+class StoreUnavailable(Exception):
+    """The object store cannot be reached or refused to work; nothing was changed.
+
+    The message is safe to show to clients: it names no endpoint, path or credential.
+    """
+
+
 @dataclasses.dataclass(frozen=True)
 class StoredObject:
     """One object found by `Store.iter_objects`."""
 
     repo: str
     oid: str
-    path: Path
+    path: Path | None
     size: int
+    key: str = ""
 
 
 def sha256_file(path: Path | str) -> tuple[str, int]:
@@ -58,12 +69,86 @@ def sha256_file(path: Path | str) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
+def verify_file(source: Path, oid: str, size: int) -> None:
+    """Raise VerifyError unless the file *source* holds exactly object (oid, size).
+
+    The bytes are flushed to disk while they are hashed: both release the GIL, so this
+    costs max(hash, fsync) rather than their sum. A rejected body was synced for nothing,
+    which is harmless.
+    """
+    actual_size = source.stat().st_size
+    if actual_size != size:
+        raise VerifyError(f"body is {actual_size} bytes but the object's size is {size}")
+    fd = os.open(source, os.O_RDONLY)
+    flusher = threading.Thread(target=os.fsync, args=(fd,), daemon=True)
+    flusher.start()
+    try:
+        digest, hashed = sha256_file(source)
+    finally:
+        flusher.join()
+        os.close(fd)
+    if hashed != size:
+        raise VerifyError(
+            f"body changed while it was verified ({hashed} bytes read, {size} expected)"
+        )
+    if digest != oid:
+        raise VerifyError(f"body's SHA-256 is {digest}, not the oid {oid}")
+
+
+class ObjectStore(Protocol):
+    """What the API needs from a store of objects: `Store` (local disk) or `S3Store`.
+
+    Every implementation publishes an object under its oid only after its size and
+    SHA-256 were checked, so readers see nothing or a complete, verified object.
+    """
+
+    kind: str
+    tmp_dir: Path
+
+    def repo_exists(self, repo: str) -> bool: ...
+    def create_repo(self, repo: str) -> None: ...
+    def list_repos(self) -> list[str]: ...
+    def stored_size(self, repo: str, oid: str) -> int | None: ...
+    def publish(self, source: Path, repo: str, oid: str, size: int) -> None: ...
+    def publish_stream(self, stream: BinaryIO, repo: str, oid: str, size: int) -> None: ...
+    def iter_objects(self, repo: str | None = None) -> Iterator[StoredObject]: ...
+    def hash_object(self, obj: StoredObject) -> tuple[str, int]: ...
+    def quarantine(self, obj: StoredObject, quarantine_dir: Path) -> str: ...
+    def check(self) -> None: ...
+    def cleanup(self) -> int: ...
+
+
+def open_store(config: Config) -> ObjectStore:
+    """The store *config* names: local directories, or an S3 bucket (needs boto3)."""
+    if config.storage == "s3":
+        from lfs_server.s3store import S3Store
+
+        return S3Store.from_config(config)
+    return Store(config.repos_dir, config.tmp_dir)
+
+
 class Store:
     """Objects of every repository under one root directory."""
+
+    kind = "local"
 
     def __init__(self, repos_dir: Path, tmp_dir: Path) -> None:
         self.repos_dir = repos_dir
         self.tmp_dir = tmp_dir
+
+    def check(self) -> None:
+        """Raise StoreUnavailable if the store's directory cannot be used."""
+        if not os.access(self.repos_dir, os.R_OK | os.X_OK):
+            raise StoreUnavailable("the object store's directory is not readable")
+
+    def cleanup(self) -> int:
+        """Nothing to clean: abandoned bodies are removed by `serve` before it starts."""
+        return 0
+
+    def hash_object(self, obj: StoredObject) -> tuple[str, int]:
+        """(hex SHA-256, size) of a stored object's bytes."""
+        assert obj.path is not None
+        return sha256_file(obj.path)
 
     def repo_dir(self, repo: str) -> Path:
         """The directory of *repo* (a name already passed through normalize_repo)."""
@@ -136,26 +221,7 @@ class Store:
         *source* must be on the store's filesystem; it is renamed, not copied. On any
         mismatch VerifyError is raised and nothing is stored (the caller owns *source*).
         """
-        actual_size = source.stat().st_size
-        if actual_size != size:
-            raise VerifyError(f"body is {actual_size} bytes but the object's size is {size}")
-        # Flush the bytes to disk while hashing them: both release the GIL, so publishing
-        # costs max(hash, fsync) rather than their sum. A rejected body was synced for
-        # nothing, which is harmless.
-        fd = os.open(source, os.O_RDONLY)
-        flusher = threading.Thread(target=os.fsync, args=(fd,), daemon=True)
-        flusher.start()
-        try:
-            digest, hashed = sha256_file(source)
-        finally:
-            flusher.join()
-            os.close(fd)
-        if hashed != size:
-            raise VerifyError(
-                f"body changed while it was verified ({hashed} bytes read, {size} expected)"
-            )
-        if digest != oid:
-            raise VerifyError(f"body's SHA-256 is {digest}, not the oid {oid}")
+        verify_file(source, oid, size)
         self._install(source, repo, oid, synced=True)
 
     def publish_stream(self, stream: BinaryIO, repo: str, oid: str, size: int) -> None:
@@ -224,12 +290,12 @@ class Store:
                         path = Path(dirpath) / filename
                         yield StoredObject(name, filename, path, path.stat().st_size)
 
-    def quarantine(self, obj: StoredObject, quarantine_dir: Path) -> Path:
+    def quarantine(self, obj: StoredObject, quarantine_dir: Path) -> str:
         """Move a bad object out of the store so that a new upload can replace it."""
         dest = quarantine_dir / f"{obj.repo}.git" / obj.oid
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(obj.path), dest)
-        return dest
+        return str(dest)
 
 
 def _make_traversable(top: Path, leaf: Path) -> None:

@@ -15,10 +15,11 @@ import stat
 import tempfile
 import urllib.parse
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from flask import Blueprint, Response, g, request, send_file
 
-from lfs_server.storage import UnsafeStorePath, VerifyError
+from lfs_server.storage import Store, UnsafeStorePath, VerifyError
 from lfs_server.validation import ApiError, check_oid, parse_size_text, parse_verify
 from lfs_server.web import (
     authorize_action,
@@ -32,6 +33,10 @@ from lfs_server.web import (
 bp = Blueprint("transfer", __name__)
 
 STORE_LOCATION = "/_lfs_store/"
+# nginx's internal location that streams an object from S3 (LFS_STORAGE=s3, proxy mode).
+S3_LOCATION = "/_lfs_s3/"
+# How long the presigned URL handed to nginx stays valid (nginx uses it at once).
+S3_URL_SECONDS = 300
 BODY_FILE_HEADER = "X-Lfs-Body-File"
 UPLOAD_CHECK_PATH = "/_lfs/upload-check"
 # The upload URL as nginx's upload location matches it: repo, oid, size.
@@ -51,12 +56,40 @@ def download(repo: str, oid: str) -> Response:
     if size is None:
         raise ApiError(404, f"object {oid} does not exist in {repo!r}")
     g.object_bytes = size
+    if not isinstance(svc.store, Store):
+        return _s3_download(repo, oid)
     if svc.config.body_mode == "nginx":
         response = Response(status=200, mimetype="application/octet-stream")
         response.headers["X-Accel-Redirect"] = STORE_LOCATION + svc.store.relative_path(repo, oid)
         return response
     return send_file(
         svc.store.object_path(repo, oid), mimetype="application/octet-stream", conditional=True
+    )
+
+
+def _s3_download(repo: str, oid: str) -> Response:
+    """An object in S3: nginx streams it from a presigned URL, or (no nginx) Flask does."""
+    from lfs_server.s3store import S3Store
+
+    svc = services()
+    store = svc.store
+    assert isinstance(store, S3Store)
+    if svc.config.body_mode == "nginx":
+        # The URL lives only inside nginx for the moment of this request.
+        url = urlsplit(store.presigned_get(repo, oid, S3_URL_SECONDS))
+        response = Response(status=200, mimetype="application/octet-stream")
+        response.headers["X-Accel-Redirect"] = f"{S3_LOCATION}{url.path.lstrip('/')}?{url.query}"
+        return response
+    answer = store.open_object(repo, oid, request.headers.get("Range"))
+    headers = {"Content-Length": str(answer["ContentLength"]), "Accept-Ranges": "bytes"}
+    if answer.get("ContentRange"):
+        headers["Content-Range"] = answer["ContentRange"]
+    return Response(
+        answer["Body"].iter_chunks(1 << 20),
+        status=206 if answer.get("ContentRange") else 200,
+        mimetype="application/octet-stream",
+        headers=headers,
+        direct_passthrough=True,
     )
 
 

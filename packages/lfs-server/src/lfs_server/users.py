@@ -19,9 +19,12 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from werkzeug.security import check_password_hash, generate_password_hash
+
+if TYPE_CHECKING:
+    from lfs_server.config import Config
 
 LEVELS = ("read", "write", "admin")
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
@@ -157,6 +160,15 @@ class UserDB:
             check_password_hash(_DUMMY_HASH, password)
             return None
         return user if check_password_hash(user.password_hash, password) else None
+
+
+def load_users(config: Config) -> UserDB:
+    """The users *config* names: PostgreSQL (LFS_DATABASE_URL) or the users file."""
+    if config.database_url:
+        from lfs_server.pgdb import PgUserDB
+
+        return PgUserDB.load_url(config.database_url)
+    return UserDB.load(config.users_path)
 
 
 _DUMMY_HASH = "scrypt:32768:8:1$saltsaltsaltsalt$" + "0" * 128

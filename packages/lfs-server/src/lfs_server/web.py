@@ -13,17 +13,20 @@ import hmac
 import json
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Response, current_app, g, request
 
 from lfs_server.config import Config
 from lfs_server.locks import LockDB
 from lfs_server.metrics import Metrics
-from lfs_server.storage import Store
+from lfs_server.storage import ObjectStore
 from lfs_server.tokens import TokenError, TokenSigner
-from lfs_server.users import UserDB, level_rank
+from lfs_server.users import UserDB, level_rank, load_users
 from lfs_server.validation import ApiError, normalize_repo
+
+if TYPE_CHECKING:
+    from lfs_server.pgdb import PgLockDB
 
 MEDIA_TYPE = "application/vnd.git-lfs+json"
 REALM = "lfs-server"
@@ -35,26 +38,40 @@ class Services:
     """The objects one app instance works with."""
 
     config: Config
-    store: Store
+    store: ObjectStore
     signer: TokenSigner
-    locks: LockDB
+    locks: LockDB | PgLockDB
     proxy_secret: str
     metrics: Metrics
     _users: UserDB | None = None
     _users_mtime: float = -1.0
+    _users_checked: float = -1.0
+    _users_version: Any = None
     _auth_cache: dict[str, tuple[float, str]] = dataclasses.field(default_factory=dict)
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
     def users(self) -> UserDB:
-        """The users file, re-read when the CLI has changed it."""
-        path = self.config.users_path
-        try:
-            mtime = path.stat().st_mtime
-        except FileNotFoundError:
-            mtime = 0.0
+        """The users (file or database), re-read when the CLI has changed them."""
+        if self.config.database_url:
+            # Users in PostgreSQL: a version counter, read at most once a second, tells
+            # every node about a change made through any of them.
+            now = time.monotonic()
+            if self._users is not None and now - self._users_checked < 1.0:
+                return self._users
+            if self._users_version is None:
+                from lfs_server.pgdb import PgUsersVersion
+
+                self._users_version = PgUsersVersion(self.config.database_url)
+            mtime = float(self._users_version())
+            self._users_checked = now
+        else:
+            try:
+                mtime = self.config.users_path.stat().st_mtime
+            except FileNotFoundError:
+                mtime = 0.0
         with self._lock:
             if self._users is None or mtime != self._users_mtime:
-                self._users = UserDB.load(path)
+                self._users = load_users(self.config)
                 self._users_mtime = mtime
                 self._auth_cache.clear()
             return self._users

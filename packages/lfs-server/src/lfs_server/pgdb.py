@@ -1,0 +1,230 @@
+"""Locks and users in PostgreSQL (psycopg 3), for several nodes sharing one database.
+
+The same semantics as the SQLite lock database and the users file: a lock is exclusive
+through UNIQUE(repo, path); every change is one statement or one transaction, so a
+failure leaves the database as it was. Users keep the users file's model (a name, a
+password hash, pattern=level grants); a version counter bumped by each change lets every
+node notice an update within a second.
+
+Any failure to reach the database becomes `DatabaseUnavailable` (the app answers 503 with
+Retry-After); its message never includes the URL, which may carry a password.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from lfs_server.locks import DatabaseUnavailable, Lock, LockExists
+from lfs_server.users import User, UserDB
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS lfs_locks (
+    id BIGSERIAL PRIMARY KEY,
+    repo TEXT NOT NULL,
+    path TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    locked_at TEXT NOT NULL,
+    ref TEXT,
+    UNIQUE (repo, path)
+);
+CREATE TABLE IF NOT EXISTS lfs_users (
+    name TEXT PRIMARY KEY,
+    password_hash TEXT NOT NULL,
+    permissions JSONB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS lfs_meta (
+    key TEXT PRIMARY KEY,
+    value BIGINT NOT NULL
+);
+"""
+# Several workers of several nodes start at once: CREATE TABLE IF NOT EXISTS is not safe
+# against itself, so schema creation takes this advisory lock first.
+_SCHEMA_LOCK = 0x6C6673  # "lfs"
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise DatabaseUnavailable(
+            "LFS_DATABASE_URL needs psycopg 3: pip install 'lfs-server[postgres]'"
+        ) from None
+    return psycopg
+
+
+class _Connections:
+    """One autocommit connection per thread and process, reopened after a failure."""
+
+    def __init__(self, url: str, timeout: float) -> None:
+        self.url = url
+        self.timeout = timeout
+        self._local = threading.local()
+        self._psycopg = _psycopg()
+        self._schema_ready = False
+
+    @contextlib.contextmanager
+    def connection(self, what: str) -> Iterator[Any]:
+        psycopg = self._psycopg
+        conn = getattr(self._local, "conn", None)
+        try:
+            if conn is None or conn.closed or self._local.pid != os.getpid():
+                conn = psycopg.connect(
+                    self.url,
+                    autocommit=True,
+                    connect_timeout=max(1, int(self.timeout)),
+                    options=f"-c lock_timeout={int(self.timeout * 1000)}",
+                )
+                self._local.conn, self._local.pid = conn, os.getpid()
+                if not self._schema_ready:
+                    with conn.transaction():
+                        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                        conn.execute(_SCHEMA)
+                    self._schema_ready = True
+            yield conn
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            self.close()
+            raise DatabaseUnavailable(
+                f"the database did not answer while {what}; nothing was changed, retry in a moment"
+            ) from exc
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+
+class PgLockDB:
+    """Locks in the PostgreSQL database at *url* (the interface of `locks.LockDB`)."""
+
+    def __init__(self, url: str, busy_timeout: float = 10.0) -> None:
+        self._db = _Connections(url, busy_timeout)
+        with self._db.connection("preparing the lock table"):
+            pass
+
+    def close(self) -> None:
+        """Close this thread's connection (it reopens on the next use)."""
+        self._db.close()
+
+    def check(self) -> None:
+        """Raise DatabaseUnavailable unless the database answers."""
+        with self._db.connection("checking the database") as conn:
+            conn.execute("SELECT 1")
+
+    def create(self, repo: str, path: str, owner: str, ref: str | None = None) -> Lock:
+        """Lock *path* in *repo* for *owner*; raise LockExists with the holder if taken."""
+        now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+        for _attempt in range(5):
+            with self._db.connection("creating a lock") as conn:
+                row = conn.execute(
+                    "INSERT INTO lfs_locks (repo, path, owner, locked_at, ref)"
+                    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (repo, path) DO NOTHING"
+                    " RETURNING id",
+                    (repo, path, owner, now, ref),
+                ).fetchone()
+            if row is not None:
+                return Lock(int(row[0]), repo, path, owner, now)
+            existing = self.find(repo, path=path, limit=1)
+            if existing:
+                raise LockExists(existing[0])
+            # Unlocked between the INSERT and the SELECT: try again.
+        raise DatabaseUnavailable(f"{path} is being locked and unlocked too fast; retry")
+
+    def find(
+        self,
+        repo: str,
+        *,
+        path: str | None = None,
+        lock_id: int | None = None,
+        cursor: int = 0,
+        limit: int = 100,
+    ) -> list[Lock]:
+        """Locks of *repo* (optionally one path or id) with id >= cursor, oldest first."""
+        sql = "SELECT id, repo, path, owner, locked_at FROM lfs_locks WHERE repo = %s AND id >= %s"
+        args: list[object] = [repo, cursor]
+        if path is not None:
+            sql += " AND path = %s"
+            args.append(path)
+        if lock_id is not None:
+            sql += " AND id = %s"
+            args.append(lock_id)
+        sql += " ORDER BY id LIMIT %s"
+        args.append(limit)
+        with self._db.connection("reading locks") as conn:
+            return [Lock(int(r[0]), *r[1:]) for r in conn.execute(sql, args).fetchall()]
+
+    def get(self, repo: str, lock_id: int) -> Lock | None:
+        """The lock with *lock_id* in *repo*, or None."""
+        found = self.find(repo, lock_id=lock_id, limit=1)
+        return found[0] if found else None
+
+    def delete(self, repo: str, lock_id: int) -> Lock | None:
+        """Remove a lock; return it, or None if it did not exist."""
+        with self._db.connection("removing a lock") as conn:
+            row = conn.execute(
+                "DELETE FROM lfs_locks WHERE repo = %s AND id = %s"
+                " RETURNING id, repo, path, owner, locked_at",
+                (repo, lock_id),
+            ).fetchone()
+        return None if row is None else Lock(int(row[0]), *row[1:])
+
+
+class PgUserDB(UserDB):
+    """The users of a PostgreSQL database; `save` writes them back in one transaction."""
+
+    def __init__(self, url: str, users: dict[str, User] | None = None) -> None:
+        super().__init__(Path("postgresql"), users)
+        self._db = _Connections(url, 10.0)
+
+    @classmethod
+    def load_url(cls, url: str) -> PgUserDB:
+        """All users of the database at *url*."""
+        db = cls(url)
+        with db._db.connection("reading users") as conn:
+            rows = conn.execute(
+                "SELECT name, password_hash, permissions FROM lfs_users ORDER BY name"
+            ).fetchall()
+        for name, password_hash, permissions in rows:
+            grants = permissions if isinstance(permissions, dict) else json.loads(permissions)
+            db.users[name] = User(name, password_hash, dict(grants))
+        return db
+
+    def save(self) -> None:
+        """Make the database's users exactly this object's users (one transaction)."""
+        with self._db.connection("saving users") as conn, conn.transaction():
+            names = list(self.users)
+            conn.execute("DELETE FROM lfs_users WHERE NOT (name = ANY(%s))", (names,))
+            for user in self.users.values():
+                conn.execute(
+                    "INSERT INTO lfs_users (name, password_hash, permissions)"
+                    " VALUES (%s, %s, %s::jsonb) ON CONFLICT (name) DO UPDATE SET"
+                    " password_hash = excluded.password_hash,"
+                    " permissions = excluded.permissions",
+                    (user.name, user.password_hash, json.dumps(user.permissions, sort_keys=True)),
+                )
+            conn.execute(
+                "INSERT INTO lfs_meta (key, value) VALUES ('users_version', 1)"
+                " ON CONFLICT (key) DO UPDATE SET value = lfs_meta.value + 1"
+            )
+        self._db.close()
+
+
+class PgUsersVersion:
+    """Reads the users' version counter (changes whenever any node saves users)."""
+
+    def __init__(self, url: str) -> None:
+        self._db = _Connections(url, 10.0)
+
+    def __call__(self) -> int:
+        """The current version (0 before the first save)."""
+        with self._db.connection("reading users") as conn:
+            row = conn.execute("SELECT value FROM lfs_meta WHERE key = 'users_version'").fetchone()
+        return 0 if row is None else int(row[0])

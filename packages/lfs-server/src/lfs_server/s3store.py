@@ -1,0 +1,310 @@
+"""Objects in an S3 bucket (AWS, Ceph's RADOS Gateway, any S3 server), through boto3.
+
+Keys mirror the local layout: `<prefix><repo>.git/objects/aa/bb/<oid>`, so a migration
+is a copy, and `<prefix>_repos/<repo>` marks that a repository exists (object keys always
+have `.git/objects/` after the repository name and markers never do, so they cannot meet).
+
+Nothing unverified becomes visible: an upload lands on the node's disk first (nginx's body
+file, or a temporary file), its size and SHA-256 are checked there, and only then is it
+put under its oid. A single PUT is atomic in S3; a large object goes up as a multipart
+upload, which S3 shows under its key only once completed. A node killed mid-upload leaves
+at most an incomplete multipart upload (invisible): `cleanup` aborts those older than an
+hour, and `serve` and `fsck` call it.
+
+Credentials come the AWS way (environment, shared files, profiles): boto3's default
+chain; nothing here reads or prints them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from lfs_server.storage import (
+    CHUNK,
+    StoredObject,
+    StoreUnavailable,
+    VerifyError,
+    verify_file,
+)
+from lfs_server.validation import OID_RE, check_oid, normalize_repo
+
+if TYPE_CHECKING:
+    from lfs_server.config import Config
+
+# Objects at least this large go up in parts (several connections, each part retried alone).
+MULTIPART_THRESHOLD = 64 << 20
+# An incomplete multipart upload older than this belongs to a node that died.
+STALE_UPLOAD_SECONDS = 3600
+_REPO_MARKERS = "_repos/"
+
+
+def _missing(exc: Exception) -> bool:
+    """Whether a botocore ClientError means 'no such key/bucket' (404)."""
+    response = getattr(exc, "response", None) or {}
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return status == 404 or code in ("404", "NoSuchKey", "NotFound")
+
+
+class S3Store:
+    """Objects of every repository in one bucket (optionally under a key prefix)."""
+
+    kind = "s3"
+
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        tmp_dir: Path,
+        prefix: str = "",
+        endpoint: str = "",
+        region: str = "us-east-1",
+    ) -> None:
+        try:
+            import boto3  # type: ignore[import-untyped]
+            import botocore.exceptions  # type: ignore[import-untyped]
+            from boto3.s3.transfer import TransferConfig  # type: ignore[import-untyped]
+            from botocore.config import Config as BotoConfig  # type: ignore[import-untyped]
+        except ImportError:
+            raise StoreUnavailable(
+                "LFS_STORAGE=s3 needs boto3: pip install 'lfs-server[s3]'"
+            ) from None
+        self.bucket = bucket
+        self.prefix = prefix.lstrip("/")
+        if self.prefix and not self.prefix.endswith("/"):
+            self.prefix += "/"
+        self.tmp_dir = tmp_dir
+        self.endpoint = endpoint
+        self._errors: tuple[type[Exception], ...] = (
+            botocore.exceptions.BotoCoreError,
+            botocore.exceptions.ClientError,
+        )
+        self._client_error = botocore.exceptions.ClientError
+        # Few, quick retries: a store that is down answers 503 within seconds, and the
+        # git-lfs client retries the transfer itself.
+        config = BotoConfig(
+            s3={"addressing_style": "path"},
+            signature_version="s3v4",
+            retries={"max_attempts": 3, "mode": "standard"},
+            connect_timeout=3,
+            read_timeout=60,
+            max_pool_connections=32,
+        )
+        self.client: Any = boto3.session.Session().client(
+            "s3", endpoint_url=endpoint or None, region_name=region or None, config=config
+        )
+        self._transfer = TransferConfig(
+            multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=16 << 20
+        )
+
+    @classmethod
+    def from_config(cls, config: Config) -> S3Store:
+        """The store named by LFS_S3_* settings."""
+        return cls(
+            config.s3_bucket,
+            tmp_dir=config.tmp_dir,
+            prefix=config.s3_prefix,
+            endpoint=config.s3_endpoint,
+            region=config.s3_region,
+        )
+
+    # Keys
+    def key(self, repo: str, oid: str) -> str:
+        """The object's key in the bucket."""
+        check_oid(oid)
+        return f"{self.prefix}{normalize_repo(repo)}.git/objects/{oid[:2]}/{oid[2:4]}/{oid}"
+
+    def _marker(self, repo: str) -> str:
+        return f"{self.prefix}{_REPO_MARKERS}{normalize_repo(repo)}"
+
+    @contextlib.contextmanager
+    def _calls(self, what: str) -> Iterator[None]:
+        """Turn any S3 failure into StoreUnavailable, naming only what was being done."""
+        try:
+            yield
+        except self._errors as exc:
+            code = ""
+            response = getattr(exc, "response", None)
+            if response:
+                code = f" ({response.get('Error', {}).get('Code', '')})"
+            raise StoreUnavailable(
+                f"the object store did not answer while {what}{code}; nothing was changed,"
+                " retry in a moment"
+            ) from exc
+
+    # Health and housekeeping
+    def check(self) -> None:
+        """Raise StoreUnavailable unless the bucket answers."""
+        with self._calls("checking the bucket"):
+            self.client.head_bucket(Bucket=self.bucket)
+
+    def cleanup(self, older_than: float = STALE_UPLOAD_SECONDS) -> int:
+        """Abort incomplete multipart uploads under the prefix older than *older_than* s."""
+        now = datetime.datetime.now(datetime.timezone.utc)
+        aborted = 0
+        with self._calls("listing unfinished uploads"):
+            pages = self.client.get_paginator("list_multipart_uploads").paginate(
+                Bucket=self.bucket, Prefix=self.prefix
+            )
+            for page in pages:
+                for upload in page.get("Uploads", []):
+                    if (now - upload["Initiated"]).total_seconds() < older_than:
+                        continue
+                    self.client.abort_multipart_upload(
+                        Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"]
+                    )
+                    aborted += 1
+        return aborted
+
+    # Repositories
+    def repo_exists(self, repo: str) -> bool:
+        """Whether *repo* has been created."""
+        with self._calls("looking up a repository"):
+            try:
+                self.client.head_object(Bucket=self.bucket, Key=self._marker(repo))
+            except self._client_error as exc:
+                if _missing(exc):
+                    return False
+                raise
+        return True
+
+    def create_repo(self, repo: str) -> None:
+        """Create *repo* (idempotent)."""
+        with self._calls("creating a repository"):
+            self.client.put_object(Bucket=self.bucket, Key=self._marker(repo), Body=b"")
+
+    def list_repos(self) -> list[str]:
+        """All repository names."""
+        start = f"{self.prefix}{_REPO_MARKERS}"
+        return sorted(key[len(start) :] for key, _size in self._list(start))
+
+    def _list(self, prefix: str) -> Iterator[tuple[str, int]]:
+        with self._calls("listing objects"):
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=prefix
+            )
+            for page in pages:
+                for item in page.get("Contents", []):
+                    yield item["Key"], int(item["Size"])
+
+    # Objects
+    def stored_size(self, repo: str, oid: str) -> int | None:
+        """The size of the stored object, or None if it is not stored."""
+        key = self.key(repo, oid)
+        with self._calls("looking up an object"):
+            try:
+                head = self.client.head_object(Bucket=self.bucket, Key=key)
+            except self._client_error as exc:
+                if _missing(exc):
+                    return None
+                raise
+        return int(head["ContentLength"])
+
+    def presigned_get(self, repo: str, oid: str, expires_in: int) -> str:
+        """A URL that GETs the object from the store without other credentials."""
+        with self._calls("signing a download"):
+            url: str = self.client.generate_presigned_url(
+                "get_object",
+                Params={"Bucket": self.bucket, "Key": self.key(repo, oid)},
+                ExpiresIn=expires_in,
+            )
+        return url
+
+    def open_object(self, repo: str, oid: str, byte_range: str | None = None) -> dict[str, Any]:
+        """get_object's answer (Body is a stream); *byte_range* is an HTTP Range value."""
+        extra = {"Range": byte_range} if byte_range else {}
+        with self._calls("reading an object"):
+            answer: dict[str, Any] = self.client.get_object(
+                Bucket=self.bucket, Key=self.key(repo, oid), **extra
+            )
+        return answer
+
+    def publish(self, source: Path, repo: str, oid: str, size: int) -> None:
+        """Verify the local file *source* holds (oid, size), then put it under its key.
+
+        On a mismatch VerifyError is raised and nothing is sent; the caller owns *source*
+        (it is read, never moved).
+        """
+        verify_file(source, oid, size)
+        with self._calls("storing an object"):
+            self.client.upload_file(
+                str(source),
+                self.bucket,
+                self.key(repo, oid),
+                ExtraArgs={"ContentType": "application/octet-stream"},
+                Config=self._transfer,
+            )
+        self._check_landed(repo, oid, size)
+
+    def _check_landed(self, repo: str, oid: str, size: int) -> None:
+        stored = self.stored_size(repo, oid)
+        if stored != size:
+            raise StoreUnavailable(
+                f"the object store holds {stored} bytes for {oid} after a {size}-byte upload;"
+                " retry the upload"
+            )
+
+    def publish_stream(self, stream: BinaryIO, repo: str, oid: str, size: int) -> None:
+        """Spool *stream* to a local temporary file, verify it, then put it."""
+        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix="upload-", dir=self.tmp_dir)
+        tmp = Path(name)
+        try:
+            written = 0
+            with os.fdopen(fd, "wb") as out:
+                while True:
+                    chunk = stream.read(CHUNK)
+                    if not chunk:
+                        break
+                    written += len(chunk)
+                    if written > size:
+                        raise VerifyError(f"body is longer than the object's size {size}")
+                    out.write(chunk)
+            self.publish(tmp, repo, oid, size)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+    def iter_objects(self, repo: str | None = None) -> Iterator[StoredObject]:
+        """Every stored object (of one repo, or of all), in key order."""
+        repos = [repo] if repo else self.list_repos()
+        for name in repos:
+            start = f"{self.prefix}{normalize_repo(name)}.git/objects/"
+            for key, size in self._list(start):
+                oid = key.rsplit("/", 1)[-1]
+                if OID_RE.fullmatch(oid) and key == self.key(name, oid):
+                    yield StoredObject(name, oid, None, size, key)
+
+    def hash_object(self, obj: StoredObject) -> tuple[str, int]:
+        """(hex SHA-256, size) of the stored bytes, streamed from the store."""
+        digest = hashlib.sha256()
+        size = 0
+        answer = self.open_object(obj.repo, obj.oid)
+        with self._calls("reading an object"):
+            for chunk in answer["Body"].iter_chunks(CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+        return digest.hexdigest(), size
+
+    def quarantine(self, obj: StoredObject, quarantine_dir: Path) -> str:
+        """Move a bad object to `<prefix>_quarantine/<repo>.git/<oid>` in the bucket."""
+        del quarantine_dir  # bad objects stay in the bucket, out of every repository
+        dest = f"{self.prefix}_quarantine/{obj.repo}.git/{obj.oid}"
+        with self._calls("moving a bad object"):
+            self.client.copy_object(
+                Bucket=self.bucket, Key=dest, CopySource={"Bucket": self.bucket, "Key": obj.key}
+            )
+            self.client.delete_object(Bucket=self.bucket, Key=obj.key)
+        return f"s3://{self.bucket}/{dest}"
+
+    def delete(self, repo: str, oid: str) -> None:
+        """Remove one object (tests and migrations use it; the API never deletes)."""
+        with self._calls("deleting an object"):
+            self.client.delete_object(Bucket=self.bucket, Key=self.key(repo, oid))

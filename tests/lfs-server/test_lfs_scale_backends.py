@@ -1,0 +1,48 @@
+"""The existing protocol and lock tests, run again against a server whose objects live in
+Ceph's RADOS Gateway (S3) and whose locks and users live in PostgreSQL.
+
+The test functions are the very ones of test_lfs_protocol / test_lfs_git_locks (imported,
+so pytest collects them here too); this module's `server` fixture gives them an s3 +
+postgresql node instead of the local one. Tests that look at the local store's files, or
+that need a differently configured server, stay with their own module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from lfs_engines import Ceph, Postgres
+from lfs_scale_support import Cluster
+from lfs_testlib import Server
+from test_lfs_git_locks import (  # noqa: F401 (collected here against s3 + postgresql)
+    test_lock_list_unlock_with_git_lfs,
+    test_locks_api_pagination_and_verify,
+    test_pre_receive_hook_enforces_locks_on_non_ascii_and_quoted_paths,
+    test_pre_receive_hook_refuses_pushes_touching_others_locks,
+)
+from test_lfs_protocol import (  # noqa: F401 (collected here against s3 + postgresql)
+    api,
+    test_batch_bad_object_is_per_object_422,
+    test_batch_download_missing_is_404_and_upload_gets_actions,
+    test_batch_whole_request_errors,
+    test_empty_object_roundtrip,
+    test_errors_are_lfs_json,
+    test_healthz_and_metrics,
+    test_missing_credentials_is_401_with_lfs_authenticate,
+    test_read_only_user_cannot_upload_403,
+    test_upload_download_range_verify,
+    test_user_without_access_to_repo_is_403,
+    test_wrong_password_is_401,
+)
+
+pytestmark = [pytest.mark.nginx, pytest.mark.gitlfs]
+
+
+@pytest.fixture(scope="module")
+def server(ceph: Ceph, postgres: Postgres) -> Iterator[Server]:
+    """One node with LFS_STORAGE=s3 (proxy downloads) and LFS_DATABASE_URL=postgresql://."""
+    cluster = Cluster(ceph, postgres)
+    node = cluster.start_node()
+    yield node
+    cluster.stop()
