@@ -150,3 +150,14 @@ def test_ctrl_c_is_130_and_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 130, err
     assert err.strip() == "lfs-server: interrupted", err
     assert not (tmp_path / "users.json").exists()
+
+
+def test_readme_links_work_on_pypi() -> None:
+    """The README is the wheel's long description: a relative link is dead on PyPI."""
+    import re
+
+    readme = Path(__file__).resolve().parents[2] / "packages/lfs-server/README.md"
+    links = re.findall(r"\]\(([^)]+)\)", readme.read_text(encoding="utf-8"))
+    assert links, "expected links to SECURITY.md and the repository"
+    relative = [link for link in links if not link.startswith(("https://", "http://", "#"))]
+    assert not relative, relative

@@ -239,6 +239,10 @@ class Supervisor:
             self.stop()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+        if self.stop_signal == signal.SIGINT:
+            # Ctrl-C: both children were stopped in order; exit like any interrupted tool.
+            print("lfs-server: interrupted", file=self.err, flush=True)
+            return 130
         if self.stop_signal is not None:
             print("lfs-server: stopped", file=self.out, flush=True)
         return status
