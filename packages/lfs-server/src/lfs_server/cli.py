@@ -158,7 +158,9 @@ class CliError(Exception):
 
 def _config(args: argparse.Namespace, must_exist: bool = False, **extra: object) -> Config:
     config = Config.from_env(None, data_dir=getattr(args, "data", None), **extra)
-    if must_exist and not config.root.is_dir() and not getattr(config, "database_url", ""):
+    # With users in PostgreSQL and objects in S3 a node may have no data folder of its own.
+    remote = bool(config.database_url) or config.storage != "local"
+    if must_exist and not config.root.is_dir() and not remote:
         raise CliError(
             f"data directory {config.root} does not exist; give the server's data folder"
             " with --data DIR (or LFS_DATA_DIR)"
