@@ -13,34 +13,38 @@ is removed, with a note for the caller to re-sign.
 
 from __future__ import annotations
 
-import struct
 import sys
 from array import array
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import pefile
+from embeddedimport.pe import (
+    DATA_DIRECTORY,
+    DEBUG_DIRECTORY,
+    DOS_HEADER,
+    FILE_HEADER,
+    IMAGE_DIRECTORY_ENTRY_DEBUG,
+    IMAGE_DIRECTORY_ENTRY_RESOURCE,
+    IMAGE_DIRECTORY_ENTRY_SECURITY,
+    OPTIONAL_HEADER,
+    OPTIONAL_HEADER64,
+    SECTION_HEADER,
+    Structure,
+    optional_header,
+)
 
 from exepy import restree
 from exepy.restree import ResourceKey
 
-IMAGE_DIRECTORY_ENTRY_RESOURCE = 2
-IMAGE_DIRECTORY_ENTRY_SECURITY = 4
-IMAGE_DIRECTORY_ENTRY_DEBUG = 6
 IMAGE_DLLCHARACTERISTICS_FORCE_INTEGRITY = 0x0080
 IMAGE_SCN_CNT_INITIALIZED_DATA = 0x00000040
 IMAGE_SCN_MEM_READ = 0x40000000
 IMAGE_SUBSYSTEM_WINDOWS_GUI = 2
 IMAGE_SUBSYSTEM_WINDOWS_CUI = 3
-_SECTION_HEADER = struct.Struct("<8sIIIIIIHHI")
-_DEBUG_ENTRY_SIZE = 28
-# Offsets inside the optional header (the same for PE32 and PE32+ up to the subsystem).
-_OPT_SIZE_OF_INITIALIZED_DATA = 8
-_OPT_SIZE_OF_IMAGE = 56
-_OPT_CHECKSUM = 64
-_OPT_SUBSYSTEM = 68
-_OPT_DLL_CHARACTERISTICS = 70
 _MACHINES = {0x14C: "x86", 0x8664: "x64", 0xAA64: "ARM64", 0x1C4: "ARM"}
+# Every header offset here comes from embeddedimport.pe's tables (pefile's field names):
+# one description of the PE layout for both packages (embeddedimport may not import exepy).
 
 
 class PEError(ValueError):
@@ -76,6 +80,7 @@ class Layout:
 
     machine: int
     pe32_plus: bool
+    file_header_offset: int
     optional_offset: int
     section_table_offset: int
     file_alignment: int
@@ -96,9 +101,18 @@ class Layout:
         return _MACHINES.get(self.machine, f"machine {self.machine:#x}")
 
     @property
+    def optional_header(self) -> Structure:
+        """The optional header's table: PE32 or PE32+."""
+        return OPTIONAL_HEADER64 if self.pe32_plus else OPTIONAL_HEADER
+
+    @property
     def checksum_offset(self) -> int:
         """File offset of the CheckSum field."""
-        return self.optional_offset + _OPT_CHECKSUM
+        return self.optional_offset + self.optional_header.offset("CheckSum")
+
+    def directory_entry_offset(self, index: int) -> int:
+        """File offset of data directory *index* (its VirtualAddress, then its Size)."""
+        return self.directory_offset + DATA_DIRECTORY.size * index
 
     def directory(self, index: int) -> tuple[int, int]:
         """(VirtualAddress, Size) of data directory *index*, (0, 0) when absent."""
@@ -118,7 +132,7 @@ def _align(value: int, alignment: int) -> int:
 
 def read_layout(data: bytes) -> Layout:
     """Parse the headers of *data*; raise :class:`PEError` naming what is wrong."""
-    if len(data) < 64 or data[:2] != b"MZ":
+    if len(data) < DOS_HEADER.size or data[:2] != b"MZ":
         raise PEError("not a PE file: it does not start with the 'MZ' DOS header")
     try:
         pe = pefile.PE(data=data, fast_load=True)
@@ -127,9 +141,10 @@ def read_layout(data: bytes) -> Layout:
     opt = pe.OPTIONAL_HEADER
     if opt is None or not hasattr(opt, "Magic"):
         raise PEError("not a valid PE file: the optional header is missing or truncated")
-    if opt.Magic not in (0x10B, 0x20B):
+    table = optional_header(opt.Magic)
+    if table is None:
         raise PEError(f"unsupported optional header magic {opt.Magic:#x} (expected PE32 or PE32+)")
-    pe32_plus = opt.Magic == 0x20B
+    pe32_plus = table is OPTIONAL_HEADER64
     file_alignment = opt.FileAlignment
     section_alignment = opt.SectionAlignment
     for what, value in (("FileAlignment", file_alignment), ("SectionAlignment", section_alignment)):
@@ -138,35 +153,37 @@ def read_layout(data: bytes) -> Layout:
     optional_offset = opt.get_file_offset()
     section_table_offset = optional_offset + pe.FILE_HEADER.SizeOfOptionalHeader
     count = pe.FILE_HEADER.NumberOfSections
-    if section_table_offset + count * _SECTION_HEADER.size > len(data):
+    if section_table_offset + count * SECTION_HEADER.size > len(data):
         raise PEError("truncated file: the section table runs past the end of the file")
     if len(pe.sections) != count:
         raise PEError(f"corrupt section table: {count} sections declared, {len(pe.sections)} read")
-    sections = []
-    for index in range(count):
-        header_offset = section_table_offset + index * _SECTION_HEADER.size
-        name, vsize, va, raw_size, raw_ptr, *_, characteristics = _SECTION_HEADER.unpack_from(
-            data, header_offset
-        )
-        section = Section(name, va, vsize, raw_ptr, raw_size, characteristics, header_offset)
-        if raw_size and raw_ptr + raw_size > len(data):
+    sections = [
+        _read_section_header(data, section_table_offset + index * SECTION_HEADER.size)
+        for index in range(count)
+    ]
+    for section in sections:
+        if section.raw_size and section.raw_pointer + section.raw_size > len(data):
             raise PEError(
                 f"truncated file: section {section.display_name!r} needs bytes up to "
-                f"{raw_ptr + raw_size:#x} but the file has {len(data):#x}"
+                f"{section.raw_pointer + section.raw_size:#x} but the file has {len(data):#x}"
             )
-        sections.append(section)
     number = opt.NumberOfRvaAndSizes
-    directory_offset = optional_offset + (112 if pe32_plus else 96)
-    available = max(0, (section_table_offset - directory_offset) // 8)
+    directory_offset = optional_offset + table.size  # the data directories follow it
+    available = max(0, (section_table_offset - directory_offset) // DATA_DIRECTORY.size)
+    entries = [
+        directory_offset + DATA_DIRECTORY.size * index
+        for index in range(min(number, 16, available))
+    ]
     directories = tuple(
-        struct.unpack_from("<II", data, directory_offset + 8 * i)
-        for i in range(min(number, 16, available))
+        (DATA_DIRECTORY.get(data, at, "VirtualAddress"), DATA_DIRECTORY.get(data, at, "Size"))
+        for at in entries
     )
     raw_end = max((s.raw_pointer + s.raw_size for s in sections if s.raw_size), default=0)
     raw_end = max(raw_end, opt.SizeOfHeaders if not sections else 0)
     return Layout(
         machine=pe.FILE_HEADER.Machine,
         pe32_plus=pe32_plus,
+        file_header_offset=pe.FILE_HEADER.get_file_offset(),
         optional_offset=optional_offset,
         section_table_offset=section_table_offset,
         file_alignment=file_alignment,
@@ -181,6 +198,34 @@ def read_layout(data: bytes) -> Layout:
         raw_end=min(raw_end, len(data)),
         file_size=len(data),
     )
+
+
+def _read_section_header(data: bytes, at: int) -> Section:
+    def field(name: str) -> int:
+        return SECTION_HEADER.get(data, at, name)
+
+    return Section(
+        SECTION_HEADER.raw(data, at, "Name"),
+        field("VirtualAddress"),
+        field("Misc_VirtualSize"),
+        field("PointerToRawData"),
+        field("SizeOfRawData"),
+        field("Characteristics"),
+        at,
+    )
+
+
+def _write_section_header(out: bytearray, section: Section) -> None:
+    # Only the fields exepy changes; relocation/line-number fields stay as they were.
+    for name, value in (
+        ("Name", section.name),
+        ("Misc_VirtualSize", section.virtual_size),
+        ("VirtualAddress", section.virtual_address),
+        ("SizeOfRawData", section.raw_size),
+        ("PointerToRawData", section.raw_pointer),
+        ("Characteristics", section.characteristics),
+    ):
+        SECTION_HEADER.put(out, section.header_offset, name, value)
 
 
 def read_rva(data: bytes, layout: Layout, rva: int, size: int) -> bytes:
@@ -215,7 +260,8 @@ def pe_checksum(data: bytes | bytearray, checksum_offset: int) -> int:
     length (what ``CheckSumMappedFile`` computes).
     """
     buffer = bytearray(data)
-    buffer[checksum_offset : checksum_offset + 4] = bytes(4)
+    checksum_field = OPTIONAL_HEADER.offset("CheckSum")  # the same in PE32 and PE32+
+    OPTIONAL_HEADER.put(buffer, checksum_offset - checksum_field, "CheckSum", 0)
     if len(buffer) % 2:
         buffer.append(0)
     words = array("H", buffer)
@@ -266,8 +312,8 @@ def choose_placement(layout: Layout, size: int) -> Placement:
 
 def _new_section_slot(data: bytes, layout: Layout) -> int:
     """File offset where one more section header fits, or raise PEError saying why not."""
-    slot = layout.section_table_offset + len(layout.sections) * _SECTION_HEADER.size
-    end = slot + _SECTION_HEADER.size
+    slot = layout.section_table_offset + len(layout.sections) * SECTION_HEADER.size
+    end = slot + SECTION_HEADER.size
     first_raw = min((s.raw_pointer for s in layout.sections if s.raw_size), default=end)
     limit = min(layout.size_of_headers, first_raw)
     if end > limit:
@@ -309,6 +355,25 @@ class RewriteResult:
     resource_size: int
 
 
+@dataclass(frozen=True)
+class _Cut:
+    """The certificate table taken out of the overlay: ``overlay[start:end]`` before."""
+
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """Where the new resource directory went and what the headers must now say."""
+
+    rva: int
+    size: int
+    sections: tuple[Section, ...]
+    initialized_growth: int  # bytes SizeOfInitializedData grows by
+    in_place: bool
+
+
 def replace_resources(
     data: bytes,
     resources: Mapping[ResourceKey, bytes],
@@ -318,7 +383,9 @@ def replace_resources(
     """Return *data* with its resource directory replaced by *resources* (a pure function).
 
     Keys must be normalised (:func:`exepy.restree.normalize_key`). *subsystem*, when
-    given, replaces the optional header's Subsystem field.
+    given, replaces the optional header's Subsystem field. The steps: take out the
+    signature, place the new directory (in its section, or in a new last section), update
+    the optional header, move what addresses the overlay by file offset, re-checksum.
     """
     layout = read_layout(data)
     if len(layout.directories) <= IMAGE_DIRECTORY_ENTRY_RESOURCE:
@@ -328,129 +395,142 @@ def replace_resources(
         )
     out = bytearray(data[: layout.raw_end])
     overlay = bytearray(data[layout.raw_end :])
-    old_raw_end = layout.raw_end
-
-    # Signature: the certificate table is addressed by file offset and lives in the overlay.
-    cert_offset, cert_size = layout.directory(IMAGE_DIRECTORY_ENTRY_SECURITY)
-    signature_removed = bool(cert_offset and cert_size)
-    cut_start = cut_end = 0
-    if signature_removed:
-        if cert_offset < old_raw_end or cert_offset + cert_size > len(data):
-            raise PEError(
-                f"corrupt certificate table: {cert_size} bytes at file offset {cert_offset:#x} "
-                "are not inside the data after the last section"
-            )
-        cut_start, cut_end = cert_offset - old_raw_end, cert_offset + cert_size - old_raw_end
-        del overlay[cut_start:cut_end]
-        struct.pack_into(
-            "<II", out, layout.directory_offset + 8 * IMAGE_DIRECTORY_ENTRY_SECURITY, 0, 0
-        )
-        dll_chars_at = layout.optional_offset + _OPT_DLL_CHARACTERISTICS
-        (dll_chars,) = struct.unpack_from("<H", out, dll_chars_at)
-        struct.pack_into(
-            "<H", out, dll_chars_at, dll_chars & ~IMAGE_DLLCHARACTERISTICS_FORCE_INTEGRITY
-        )
-
-    # Size first (offsets inside the tree do not depend on where it goes, only RVAs do).
-    size = len(restree.serialize(resources, 0))
-    placement = choose_placement(layout, size)
-    init_delta = 0
-    section = placement.section
-    if section is not None:
-        rva = section.virtual_address
-        blob = restree.serialize(resources, rva)
-        if placement.capacity is None:
-            raw_size = _align(len(blob), layout.file_alignment)
-            del out[section.raw_pointer :]
-            out += blob + bytes(raw_size - len(blob))
-            init_delta = raw_size - section.raw_size
-            new_header = replace(section, virtual_size=len(blob), raw_size=raw_size)
-        else:
-            out[section.raw_pointer : section.raw_pointer + section.raw_size] = blob + bytes(
-                section.raw_size - len(blob)
-            )
-            new_header = replace(section, virtual_size=len(blob))
-        _write_section_header(out, new_header)
-        sections = [new_header if s is section else s for s in layout.sections]
+    cut = _remove_signature(out, overlay, layout)
+    placement = choose_placement(layout, len(restree.serialize(resources, 0)))
+    if placement.section is None:
+        placed = _add_resource_section(out, data, layout, resources)
     else:
-        slot = _new_section_slot(data, layout)
-        virtual_end = max(
-            (s.virtual_address + s.mapped_size for s in layout.sections),
-            default=layout.size_of_headers,
+        placed = _rewrite_resource_section(out, layout, placement, resources)
+    _update_optional_header(out, layout, placed, subsystem)
+    _move_overlay_pointers(out, data, layout, cut)
+    out += overlay
+    _write_checksum(out, layout)
+    return RewriteResult(bytes(out), placed.in_place, cut is not None, placed.rva, placed.size)
+
+
+def _remove_signature(out: bytearray, overlay: bytearray, layout: Layout) -> _Cut | None:
+    """Cut the certificate table (addressed by file offset, in the overlay) out of *overlay*.
+
+    Any edit invalidates an Authenticode signature; FORCE_INTEGRITY would then make
+    Windows refuse to load the image, so that flag goes too.
+    """
+    cert_offset, cert_size = layout.directory(IMAGE_DIRECTORY_ENTRY_SECURITY)
+    if not (cert_offset and cert_size):
+        return None
+    if cert_offset < layout.raw_end or cert_offset + cert_size > layout.file_size:
+        raise PEError(
+            f"corrupt certificate table: {cert_size} bytes at file offset {cert_offset:#x} "
+            "are not inside the data after the last section"
         )
-        rva = _align(virtual_end, layout.section_alignment)
-        raw_pointer = _align(len(out), layout.file_alignment)
-        if layout.section_alignment < 0x1000:
-            # Low-alignment images map the file as is: RVA and file offset must be equal.
-            rva = raw_pointer = max(rva, raw_pointer)
-        blob = restree.serialize(resources, rva)
+    cut = _Cut(cert_offset - layout.raw_end, cert_offset + cert_size - layout.raw_end)
+    del overlay[cut.start : cut.end]
+    entry = layout.directory_entry_offset(IMAGE_DIRECTORY_ENTRY_SECURITY)
+    DATA_DIRECTORY.put(out, entry, "VirtualAddress", 0)
+    DATA_DIRECTORY.put(out, entry, "Size", 0)
+    optional = layout.optional_header
+    flags = optional.get(out, layout.optional_offset, "DllCharacteristics")
+    optional.put(
+        out,
+        layout.optional_offset,
+        "DllCharacteristics",
+        flags & ~IMAGE_DLLCHARACTERISTICS_FORCE_INTEGRITY,
+    )
+    return cut
+
+
+def _rewrite_resource_section(
+    out: bytearray, layout: Layout, placement: Placement, resources: Mapping[ResourceKey, bytes]
+) -> _Placed:
+    """Write the directory over the current one, in its own section (growing if it is last)."""
+    section = placement.section
+    assert section is not None
+    rva = section.virtual_address
+    blob = restree.serialize(resources, rva)
+    if placement.capacity is None:  # the last section: it grows or shrinks with the tree
         raw_size = _align(len(blob), layout.file_alignment)
-        out += bytes(raw_pointer - len(out)) + blob + bytes(raw_size - len(blob))
-        taken = {s.name.rstrip(b"\0") for s in layout.sections}
-        name = next(n for n in (b".rsrc", b".rsrc1", b".rsrc2", b".exepy") if n not in taken)
-        new_header = Section(
-            name.ljust(8, b"\0"),
-            rva,
-            len(blob),
-            raw_pointer,
-            raw_size,
-            IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ,
-            slot,
-        )
-        _write_section_header(out, new_header)
-        coff = layout.optional_offset - 20
-        struct.pack_into("<H", out, coff + 2, len(layout.sections) + 1)
-        init_delta = raw_size
-        sections = [*layout.sections, new_header]
+        del out[section.raw_pointer :]
+        out += blob + bytes(raw_size - len(blob))
+        growth = raw_size - section.raw_size
+        new_header = replace(section, virtual_size=len(blob), raw_size=raw_size)
+    else:
+        padding = bytes(section.raw_size - len(blob))
+        out[section.raw_pointer : section.raw_pointer + section.raw_size] = blob + padding
+        growth = 0
+        new_header = replace(section, virtual_size=len(blob))
+    _write_section_header(out, new_header)
+    if not section.characteristics & IMAGE_SCN_CNT_INITIALIZED_DATA:
+        growth = 0
+    sections = tuple(new_header if s is section else s for s in layout.sections)
+    return _Placed(rva, len(blob), sections, growth, in_place=True)
 
-    if init_delta and (section is None or section.characteristics & IMAGE_SCN_CNT_INITIALIZED_DATA):
-        at = layout.optional_offset + _OPT_SIZE_OF_INITIALIZED_DATA
-        (value,) = struct.unpack_from("<I", out, at)
-        struct.pack_into("<I", out, at, (value + init_delta) & 0xFFFFFFFF)
-    size_of_image = _align(
-        max(s.virtual_address + s.mapped_size for s in sections), layout.section_alignment
+
+def _add_resource_section(
+    out: bytearray, data: bytes, layout: Layout, resources: Mapping[ResourceKey, bytes]
+) -> _Placed:
+    """Write the directory into a new last section, after the last section's data."""
+    slot = _new_section_slot(data, layout)
+    virtual_end = max(
+        (s.virtual_address + s.mapped_size for s in layout.sections),
+        default=layout.size_of_headers,
     )
-    struct.pack_into("<I", out, layout.optional_offset + _OPT_SIZE_OF_IMAGE, size_of_image)
-    struct.pack_into(
-        "<II", out, layout.directory_offset + 8 * IMAGE_DIRECTORY_ENTRY_RESOURCE, rva, len(blob)
-    )
+    rva = _align(virtual_end, layout.section_alignment)
+    raw_pointer = _align(len(out), layout.file_alignment)
+    if layout.section_alignment < 0x1000:
+        # Low-alignment images map the file as is: RVA and file offset must be equal.
+        rva = raw_pointer = max(rva, raw_pointer)
+    blob = restree.serialize(resources, rva)
+    raw_size = _align(len(blob), layout.file_alignment)
+    out += bytes(raw_pointer - len(out)) + blob + bytes(raw_size - len(blob))
+    taken = {s.name.rstrip(b"\0") for s in layout.sections}
+    name = next(n for n in (b".rsrc", b".rsrc1", b".rsrc2", b".exepy") if n not in taken)
+    flags = IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ
+    new_header = Section(name.ljust(8, b"\0"), rva, len(blob), raw_pointer, raw_size, flags, slot)
+    _write_section_header(out, new_header)
+    FILE_HEADER.put(out, layout.file_header_offset, "NumberOfSections", len(layout.sections) + 1)
+    return _Placed(rva, len(blob), (*layout.sections, new_header), raw_size, in_place=False)
+
+
+def _update_optional_header(
+    out: bytearray, layout: Layout, placed: _Placed, subsystem: int | None
+) -> None:
+    """SizeOfInitializedData, SizeOfImage, the resource data directory, the subsystem."""
+    optional, at = layout.optional_header, layout.optional_offset
+    if placed.initialized_growth:
+        value = optional.get(out, at, "SizeOfInitializedData") + placed.initialized_growth
+        optional.put(out, at, "SizeOfInitializedData", value & 0xFFFFFFFF)
+    end = max(s.virtual_address + s.mapped_size for s in placed.sections)
+    optional.put(out, at, "SizeOfImage", _align(end, layout.section_alignment))
+    entry = layout.directory_entry_offset(IMAGE_DIRECTORY_ENTRY_RESOURCE)
+    DATA_DIRECTORY.put(out, entry, "VirtualAddress", placed.rva)
+    DATA_DIRECTORY.put(out, entry, "Size", placed.size)
     if subsystem is not None:
-        struct.pack_into("<H", out, layout.optional_offset + _OPT_SUBSYSTEM, subsystem)
+        optional.put(out, at, "Subsystem", subsystem)
 
-    # Everything that addressed the overlay by file offset moves with it.
-    new_raw_end = len(out)
+
+def _move_overlay_pointers(out: bytearray, data: bytes, layout: Layout, cut: _Cut | None) -> None:
+    """Shift what addresses the overlay by file offset (COFF symbols, debug data).
+
+    *out* holds the new image up to the end of its last section; the overlay, less the
+    certificate table, follows it.
+    """
+    old_end, new_end = layout.raw_end, len(out)
 
     def moved(offset: int) -> int:
-        if offset < old_raw_end:
+        if offset < old_end:
             return offset
-        shift = new_raw_end - old_raw_end
-        if signature_removed and offset - old_raw_end >= cut_end:
-            shift -= cut_end - cut_start
+        shift = new_end - old_end
+        if cut is not None and offset - old_end >= cut.end:
+            shift -= cut.end - cut.start
         return offset + shift
 
     if layout.symbol_table_pointer:
-        coff = layout.optional_offset - 20
-        struct.pack_into("<I", out, coff + 8, moved(layout.symbol_table_pointer))
+        FILE_HEADER.put(
+            out,
+            layout.file_header_offset,
+            "PointerToSymbolTable",
+            moved(layout.symbol_table_pointer),
+        )
     _move_debug_data(out, data, layout, moved)
-    out += overlay
-    struct.pack_into("<I", out, layout.checksum_offset, pe_checksum(out, layout.checksum_offset))
-    return RewriteResult(bytes(out), section is not None, signature_removed, rva, len(blob))
-
-
-def _write_section_header(out: bytearray, section: Section) -> None:
-    # Only the fields exepy changes; relocation/line-number fields stay as they were.
-    at = section.header_offset
-    struct.pack_into(
-        "<8sIIII",
-        out,
-        at,
-        section.name,
-        section.virtual_size,
-        section.virtual_address,
-        section.raw_size,
-        section.raw_pointer,
-    )
-    struct.pack_into("<I", out, at + 36, section.characteristics)
 
 
 def _move_debug_data(
@@ -464,16 +544,21 @@ def _move_debug_data(
     if section is None or rva + size > section.virtual_address + section.raw_size:
         return  # not stored in the file: nothing to move
     start = section.raw_pointer + rva - section.virtual_address
-    for entry in range(start, start + size - _DEBUG_ENTRY_SIZE + 1, _DEBUG_ENTRY_SIZE):
-        (pointer,) = struct.unpack_from("<I", data, entry + 24)
+    for entry in range(start, start + size - DEBUG_DIRECTORY.size + 1, DEBUG_DIRECTORY.size):
+        pointer = DEBUG_DIRECTORY.get(data, entry, "PointerToRawData")
         if pointer >= layout.raw_end:
-            struct.pack_into("<I", out, entry + 24, moved(pointer))
+            DEBUG_DIRECTORY.put(out, entry, "PointerToRawData", moved(pointer))
+
+
+def _write_checksum(out: bytearray, layout: Layout) -> None:
+    checksum = pe_checksum(out, layout.checksum_offset)
+    layout.optional_header.put(out, layout.optional_offset, "CheckSum", checksum)
 
 
 def set_subsystem_only(data: bytes, subsystem: int) -> bytes:
     """Return *data* with only the Subsystem field (and the checksum) changed."""
     layout = read_layout(data)
     out = bytearray(data)
-    struct.pack_into("<H", out, layout.optional_offset + _OPT_SUBSYSTEM, subsystem)
-    struct.pack_into("<I", out, layout.checksum_offset, pe_checksum(out, layout.checksum_offset))
+    layout.optional_header.put(out, layout.optional_offset, "Subsystem", subsystem)
+    _write_checksum(out, layout)
     return bytes(out)

@@ -15,6 +15,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable, Mapping
 
+from embeddedimport.pe import (
+    RESOURCE_DATA_ENTRY,
+    RESOURCE_DIR_STRING,
+    RESOURCE_DIRECTORY,
+    RESOURCE_DIRECTORY_ENTRY,
+)
+
 ResourceId = int | str
 ResourceKey = tuple[ResourceId, ResourceId, int]
 
@@ -43,11 +50,11 @@ RESOURCE_TYPES: dict[int, str] = {
     24: "RT_MANIFEST",
 }
 
-_DIRECTORY = struct.Struct("<IIHHHH")  # Characteristics, TimeDateStamp, Major, Minor, #named, #ids
-_ENTRY = struct.Struct(
-    "<II"
-)  # Name (id or 0x80000000|string offset), 0x80000000|dir or data offset
-_DATA_ENTRY = struct.Struct("<IIII")  # OffsetToData (an RVA), Size, CodePage, Reserved
+# The layouts come from embeddedimport.pe's tables (pefile's field names, in order).
+_DIRECTORY = struct.Struct(RESOURCE_DIRECTORY.format)
+_ENTRY = struct.Struct(RESOURCE_DIRECTORY_ENTRY.format)
+_DATA_ENTRY = struct.Struct(RESOURCE_DATA_ENTRY.format)
+_NAME_LENGTH = struct.Struct(RESOURCE_DIR_STRING.format)
 _HIGH_BIT = 0x80000000
 # Resource data is aligned like Microsoft's cvtres does it; the loader needs only 4.
 DATA_ALIGNMENT = 8
@@ -168,7 +175,7 @@ def serialize(resources: Mapping[ResourceKey, bytes], base_rva: int) -> bytes:
             if isinstance(value, str) and value not in string_at:
                 encoded = value.encode("utf-16-le")
                 string_at[value] = offset + len(strings)
-                strings += struct.pack("<H", len(encoded) // 2) + encoded
+                strings += _NAME_LENGTH.pack(len(encoded) // 2) + encoded
     offset = _align(offset + len(strings), DATA_ALIGNMENT)
     data_at: dict[ResourceKey, int] = {}
     for key in data_entry_at:
@@ -228,8 +235,8 @@ def parse(read: Callable[[int, int], bytes], base_rva: int) -> dict[ResourceKey,
         return read(base_rva + offset, size)
 
     def read_name(offset: int) -> str:
-        (length,) = struct.unpack("<H", read_at(offset, 2, "resource name"))
-        raw = read_at(offset + 2, 2 * length, "resource name")
+        (length,) = _NAME_LENGTH.unpack(read_at(offset, _NAME_LENGTH.size, "resource name"))
+        raw = read_at(offset + _NAME_LENGTH.size, 2 * length, "resource name")
         return upper_name(raw.decode("utf-16-le", errors="surrogatepass"))
 
     def entries(offset: int, level: str) -> list[tuple[ResourceId, int, bool]]:
