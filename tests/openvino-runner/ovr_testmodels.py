@@ -49,9 +49,9 @@ def two_input_model(path: Path, outputs: tuple[str, str] = ("y", "z")) -> Path:
 
 
 def rounding_softmax_model(path: Path) -> Path:
-    """prob = Softmax(x @ W) where every column of W is a permutation of the same 1024
-    values spanning seven decades: the logits are mathematically equal and ~1e8, so each
-    engine's summation order decides the (saturated) probabilities."""
+    """prob = Softmax((x * 0 + 1) @ W) where every column of W is a permutation of the same
+    1024 values spanning seven decades: whatever x is, the logits are mathematically equal
+    and ~1e8, so each engine's summation order decides the (saturated) probabilities."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
@@ -60,13 +60,19 @@ def rounding_softmax_model(path: Path) -> Path:
     w = np.stack([rng.permutation(base) for _ in range(c)], axis=1)
     graph = helper.make_graph(
         [
-            helper.make_node("MatMul", ["x", "W"], ["logits"]),
+            helper.make_node("Mul", ["x", "zero"], ["zeros"]),
+            helper.make_node("Add", ["zeros", "one"], ["ones"]),
+            helper.make_node("MatMul", ["ones", "W"], ["logits"]),
             helper.make_node("Softmax", ["logits"], ["prob"], axis=-1),
         ],
         "rounding_softmax",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, k])],
         [helper.make_tensor_value_info("prob", TensorProto.FLOAT, [1, c])],
-        [numpy_helper.from_array(w, "W")],
+        [
+            numpy_helper.from_array(w, "W"),
+            numpy_helper.from_array(np.float32(0.0), "zero"),
+            numpy_helper.from_array(np.float32(1.0), "one"),
+        ],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     path.write_bytes(model.SerializeToString())

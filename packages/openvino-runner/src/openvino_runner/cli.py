@@ -593,6 +593,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
                 f"  {status} {r.name}: max abs {r.max_abs:.3g}, max rel {r.max_rel:.3g}, "
                 f"cosine {r.cosine:.6f}"
             )
+            if r.note:
+                print(f"    why: {r.note}")
     if report.checks:
         print("result: " + ("the IR matches the source" if report.passed else "MISMATCH"))
     _write_json(args, report.to_dict())
