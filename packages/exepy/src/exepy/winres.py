@@ -11,6 +11,8 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from embeddedimport.pe import Structure
+
 from exepy.editor import ResourceEditor
 from exepy.restree import ResourceKey
 
@@ -28,6 +30,19 @@ class ResourceFormatError(ValueError):
 
 # Icons ---------------------------------------------------------------------------------
 
+# A .ico file is an ICONDIR, its ICONDIRENTRYs, then the images; an RT_GROUP_ICON resource
+# is the same ICONDIR followed by GRPICONDIRENTRYs that name RT_ICON ids instead of offsets.
+ICONDIR = Structure("ICONDIR", ("H,idReserved", "H,idType", "H,idCount"))
+_ICON_FIELDS = (
+    "B,bWidth", "B,bHeight", "B,bColorCount", "B,bReserved", "H,wPlanes", "H,wBitCount",
+    "I,dwBytesInRes",
+)  # fmt: skip
+ICONDIRENTRY = Structure("ICONDIRENTRY", (*_ICON_FIELDS, "I,dwImageOffset"))
+GRPICONDIRENTRY = Structure("GRPICONDIRENTRY", (*_ICON_FIELDS, "H,nId"))
+_ICONDIR = struct.Struct(ICONDIR.format)
+_ICONDIRENTRY = struct.Struct(ICONDIRENTRY.format)
+_GRPICONDIRENTRY = struct.Struct(GRPICONDIRENTRY.format)
+
 
 @dataclass(frozen=True)
 class IconImage:
@@ -43,21 +58,21 @@ class IconImage:
 
 def parse_ico(data: bytes) -> list[IconImage]:
     """The images of a .ico file; raise :class:`ResourceFormatError` naming what is wrong."""
-    if len(data) < 6:
-        raise ResourceFormatError("not an .ico file: shorter than its 6-byte header")
-    reserved, kind, count = struct.unpack_from("<HHH", data)
+    if len(data) < _ICONDIR.size:
+        raise ResourceFormatError(f"not an .ico file: shorter than its {_ICONDIR.size}-byte header")
+    reserved, kind, count = _ICONDIR.unpack_from(data)
     if reserved != 0 or kind != 1:
         raise ResourceFormatError(
             "not an .ico file: the header must start with 0, 1 (1 = icon; 2 would be a cursor)"
         )
     if count == 0:
         raise ResourceFormatError("the .ico file holds no images")
-    if len(data) < 6 + 16 * count:
+    if len(data) < _ICONDIR.size + _ICONDIRENTRY.size * count:
         raise ResourceFormatError(f"truncated .ico file: {count} directory entries announced")
     images = []
     for i in range(count):
-        width, height, colors, _, planes, bits, size, offset = struct.unpack_from(
-            "<BBBBHHII", data, 6 + 16 * i
+        width, height, colors, _, planes, bits, size, offset = _ICONDIRENTRY.unpack_from(
+            data, _ICONDIR.size + _ICONDIRENTRY.size * i
         )
         if size == 0 or offset + size > len(data):
             raise ResourceFormatError(
@@ -70,10 +85,9 @@ def parse_ico(data: bytes) -> list[IconImage]:
 
 def group_icon(images: list[IconImage], first_id: int) -> bytes:
     """An RT_GROUP_ICON blob naming RT_ICON ids *first_id*, *first_id* + 1, ..."""
-    out = bytearray(struct.pack("<HHH", 0, 1, len(images)))
+    out = bytearray(_ICONDIR.pack(0, 1, len(images)))
     for i, img in enumerate(images):
-        out += struct.pack(
-            "<BBBBHHIH",
+        out += _GRPICONDIRENTRY.pack(
             img.width,
             img.height,
             img.colors,
@@ -88,12 +102,15 @@ def group_icon(images: list[IconImage], first_id: int) -> bytes:
 
 def _group_members(blob: bytes) -> list[int]:
     """RT_ICON ids an RT_GROUP_ICON refers to (empty when the blob is malformed)."""
-    if len(blob) < 6:
+    if len(blob) < _ICONDIR.size:
         return []
-    count = struct.unpack_from("<H", blob, 4)[0]
-    if len(blob) < 6 + 14 * count:
+    count = ICONDIR.get(blob, 0, "idCount")
+    entries = range(
+        _ICONDIR.size, _ICONDIR.size + _GRPICONDIRENTRY.size * count, _GRPICONDIRENTRY.size
+    )
+    if len(blob) < entries.stop:
         return []
-    return [struct.unpack_from("<H", blob, 6 + 14 * i + 12)[0] for i in range(count)]
+    return [GRPICONDIRENTRY.get(blob, at, "nId") for at in entries]
 
 
 def apply_icon(editor: ResourceEditor, ico: bytes) -> list[ResourceKey]:
