@@ -36,7 +36,13 @@ def batch(repo: str) -> Response:
             svc.store.create_repo(repo)
     expires_at = int(time.time()) + svc.config.token_ttl
     base = base_url(repo)
-    objects = [_answer(spec, repo, user, upload, base, expires_at) for spec in request_body.objects]
+    # One look-up for the whole batch: a remote store answers them concurrently.
+    sizes = svc.store.stored_sizes(
+        repo, [str(spec.oid) for spec in request_body.objects if spec.error is None]
+    )
+    objects = [
+        _answer(spec, repo, user, upload, base, expires_at, sizes) for spec in request_body.objects
+    ]
     if upload:
         _check_free_space(objects)
     return lfs_response({"transfer": "basic", "objects": objects, "hash_algo": HASH_ALGO})
@@ -72,14 +78,20 @@ def _check_free_space(objects: list[dict[str, Any]]) -> None:
 
 
 def _answer(
-    spec: ObjectSpec, repo: str, user: str, upload: bool, base: str, expires_at: int
+    spec: ObjectSpec,
+    repo: str,
+    user: str,
+    upload: bool,
+    base: str,
+    expires_at: int,
+    sizes: dict[str, int | None],
 ) -> dict[str, Any]:
     if spec.error is not None:
         code, message = spec.error
         return {"oid": spec.oid, "size": spec.size, "error": {"code": code, "message": message}}
     svc = services()
     oid, size = str(spec.oid), int(spec.size)
-    stored = svc.store.stored_size(repo, oid)
+    stored = sizes.get(oid)
     entry: dict[str, Any] = {"oid": oid, "size": size, "authenticated": True}
     ttl = svc.config.token_ttl
 

@@ -47,6 +47,7 @@ def migrate_to_s3(
                 assert obj.path is not None
                 try:
                     dest.publish(obj.path, obj.repo, obj.oid, obj.size)
+                    dest.check_landed(obj.repo, obj.oid, obj.size)
                 except VerifyError as exc:
                     report.bad.append((obj, str(exc)))
                     outcome = "bad"

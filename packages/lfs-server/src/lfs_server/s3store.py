@@ -17,6 +17,7 @@ chain; nothing here reads or prints them.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import datetime
 import hashlib
@@ -207,6 +208,16 @@ class S3Store:
                 raise
         return int(head["ContentLength"])
 
+    def stored_sizes(self, repo: str, oids: list[str]) -> dict[str, int | None]:
+        """`stored_size` of each oid, asked concurrently (one HEAD each: ~5-10 ms apiece on
+        a gateway, which a 100-object batch would otherwise pay in series)."""
+        unique = list(dict.fromkeys(oids))
+        if len(unique) <= 1:
+            return {oid: self.stored_size(repo, oid) for oid in unique}
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, len(unique))) as pool:
+            found = list(pool.map(lambda oid: self.stored_size(repo, oid), unique))
+        return dict(zip(unique, found, strict=True))
+
     def presigned_get(self, repo: str, oid: str, expires_in: int) -> str:
         """A URL that GETs the object from the store without other credentials."""
         with self._calls("signing a download"):
@@ -233,17 +244,29 @@ class S3Store:
         (it is read, never moved).
         """
         verify_file(source, oid, size)
+        key = self.key(repo, oid)
         with self._calls("storing an object"):
-            self.client.upload_file(
-                str(source),
-                self.bucket,
-                self.key(repo, oid),
-                ExtraArgs={"ContentType": "application/octet-stream"},
-                Config=self._transfer,
-            )
-        self._check_landed(repo, oid, size)
+            if size < MULTIPART_THRESHOLD:
+                # One PUT: S3 shows the object whole once it answers 200, or not at all.
+                with open(source, "rb") as body:
+                    self.client.put_object(
+                        Bucket=self.bucket,
+                        Key=key,
+                        Body=body,
+                        ContentLength=size,
+                        ContentType="application/octet-stream",
+                    )
+            else:
+                self.client.upload_file(
+                    str(source),
+                    self.bucket,
+                    key,
+                    ExtraArgs={"ContentType": "application/octet-stream"},
+                    Config=self._transfer,
+                )
 
-    def _check_landed(self, repo: str, oid: str, size: int) -> None:
+    def check_landed(self, repo: str, oid: str, size: int) -> None:
+        """Raise StoreUnavailable unless the store holds *size* bytes under the oid."""
         stored = self.stored_size(repo, oid)
         if stored != size:
             raise StoreUnavailable(
