@@ -213,7 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument(
         "--output-names",
         metavar="NAME[,NAME...]",
-        help="keep only these outputs, in this order (ops only they needed are dropped)",
+        help="make these tensors the outputs, in this order: graph outputs or inner ones such "
+        "as the logits before a softmax (ops nothing needs any more are dropped)",
     )
     convert.add_argument(
         "--check",
