@@ -75,6 +75,7 @@ def main():
         "main_file": __file__,
         "path": sys.path,
         "cwd_evil": "evil" in sys.modules,
+        "wheel": __import__("purewheel").VALUE + __import__("extra_mod").NAME,
     }
     print("h\\u00e9llo \\u2713")
     print(json.dumps(report))
@@ -84,6 +85,35 @@ def main():
 if __name__ == "__main__":
     main()
 """
+
+
+def make_wheel(folder: Path, name: str, tag: str, files: dict[str, bytes]) -> Path:
+    """A wheel file as pip would build it (only what exepy reads: WHEEL and the files)."""
+    import zipfile
+
+    version = "1.0"
+    path = folder / f"{name}-{version}-{tag}.whl"
+    purelib = "true" if tag.endswith("-none-any") else "false"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, content in files.items():
+            archive.writestr(member, content)
+        info = f"{name}-{version}.dist-info"
+        archive.writestr(
+            f"{info}/WHEEL",
+            f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: {purelib}\nTag: {tag}\n",
+        )
+        archive.writestr(
+            f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        )
+        archive.writestr(f"{info}/RECORD", "")
+    return path
+
+
+PURE_WHEEL_FILES = {
+    "purewheel/__init__.py": b"VALUE = 'from a wheel'\n",
+    "purewheel-1.0.data/purelib/extra_mod.py": b"NAME = ' and its purelib'\n",
+    "purewheel-1.0.data/scripts/tool": b"#!python\n",
+}
 
 HELPERS = """\
 def explode():
@@ -178,6 +208,7 @@ def app_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (pkg / "data" / "blob.bin").write_bytes(bytes(range(256)) * 40)
     # In the working folder but not bundled: an isolated app must not import these.
     (root / "evil.py").write_text("raise SystemExit('evil.py from the working folder ran')\n")
+    make_wheel(root, "purewheel", "py3-none-any", PURE_WHEEL_FILES)
     return root
 
 
@@ -195,7 +226,7 @@ def built(
 ) -> Built:
     found = _runtime(request.param)
     out = tmp_path_factory.mktemp(f"built-{request.param}")
-    common = dict(cwd=app_source, runtime=found)
+    common = dict(cwd=app_source, runtime=found, wheels=[Path("purewheel-1.0-py3-none-any.whl")])
     onedir = standalone.build_standalone(
         out / "dist",
         Path("app.py"),
@@ -241,6 +272,7 @@ def _check_report(report: dict[str, object], exe: Path, built: Built, argv: list
     # the standard library comes from the exe's own appended zip
     assert str(report["json_file"]).endswith(exe.name + "\\json\\__init__.pyc")
     assert report["cwd_evil"] is False
+    assert report["wheel"] == "from a wheel and its purelib"
     # embeddedimport runs from bytecode its runtime compiled at build time (not from source)
     assert str(report["runtime_file"]).endswith(exe.name + "\\embeddedimport\\runtime.pyc")
 
@@ -260,6 +292,10 @@ def test_onedir_holds_only_binaries_beside_the_exe(built: Built) -> None:
         "mypkg/data/blob.bin",
         "mypkg/data/greeting.txt",
         "mypkg/helpers.py",
+        "purewheel/__init__.py",
+        "extra_mod.py",
+        "purewheel-1.0.dist-info/WHEEL",
+        "purewheel-1.0.dist-info/METADATA",
     ]
     assert extracted.command == ["-m", "app"]
 
@@ -538,3 +574,32 @@ def test_ctrl_c_during_build_leaves_nothing(project: Path) -> None:
         pytest.fail("the build finished before the interrupt; the machine is faster than assumed")
     assert (proc.returncode, out, err) == (130, "", "exepy: interrupted\n")
     assert sorted(p.name for p in project.iterdir()) == ["hello.py"]
+
+
+def test_wheels_pure_in_binary_refused(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    found = _runtime("3.13")
+    pure = make_wheel(project, "purewheel", "py3-none-any", PURE_WHEEL_FILES)
+    binary = make_wheel(
+        project, "binwheel", "cp313-cp313-win_amd64", {"binwheel/_speed.pyd": b"MZ"}
+    )
+    sneaky = make_wheel(project, "sneaky", "py3-none-any", {"sneaky/_c.pyd": b"MZ"})
+    before = sorted(p.name for p in project.iterdir())
+    for wheel, message in (
+        (binary, "binwheel-1.0-cp313-cp313-win_amd64.whl is a binary wheel (tags: "),
+        (sneaky, "holds the compiled file sneaky/_c.pyd"),
+        (project / "hello.py", "is not a wheel"),
+    ):
+        args = ["build", "o.exe", "hello.py", "--runtime", "3.13", "--onefile"]
+        code, _, err = run_cli([*args, "--wheel", wheel.name], capsys)
+        assert code == 2 and message in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in project.iterdir()) == before
+    # --requirement: pip resolves for the runtime's platform (here from local files)
+    (project / "reqs.txt").write_text(f"{pure}\n")
+    args = ["build", "dist", "hello.py", "--runtime", found.version, "-r", "reqs.txt"]
+    code, _, err = run_cli(args, capsys)
+    assert (code, err) == (0, "")
+    names = [n for n, _ in build.read_bundle(project / "dist" / "hello.exe").files]
+    assert "purewheel/__init__.py" in names and "extra_mod.py" in names
+    (project / "reqs.txt").write_text(f"{binary}\n")
+    code, _, err = run_cli([*args, "-f"], capsys)
+    assert code == 2 and "binwheel-1.0-cp313-cp313-win_amd64.whl is a binary wheel" in err

@@ -68,6 +68,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--name", metavar="NAME", help="the exe's name in an --onedir folder (default: MAIN)"
     )
     build.add_argument(
+        "--wheel",
+        metavar="PKG.whl",
+        type=Path,
+        action="append",
+        default=[],
+        help="with --runtime: bundle a pure-Python wheel (repeatable; binary wheels refused)",
+    )
+    build.add_argument(
+        "-r",
+        "--requirement",
+        metavar="FILE",
+        type=Path,
+        help="with --runtime: bundle the pure-Python wheels pip downloads for FILE",
+    )
+    build.add_argument(
         "--base",
         metavar="BASE.exe",
         type=Path,
@@ -172,10 +187,11 @@ def _build(args: argparse.Namespace) -> None:
     from exepy.build import BuildError
 
     if args.runtime is None:
-        if args.onedir or args.onefile or args.name:
+        if args.onedir or args.onefile or args.name or args.wheel or args.requirement:
             raise BuildError(
-                "--onedir, --onefile and --name build standalone apps: add --runtime VERSION "
-                "(e.g. --runtime 3.13 after 'exepy runtime fetch 3.13')"
+                "--onedir, --onefile, --name, --wheel and --requirement build standalone "
+                "apps: add --runtime VERSION (e.g. --runtime 3.13 after 'exepy runtime fetch "
+                "3.13')"
             )
         result = build.build_exe(
             args.output,
@@ -215,6 +231,8 @@ def _build(args: argparse.Namespace) -> None:
         manifest=args.manifest,
         windowed=args.windowed,
         force=args.force,
+        wheels=args.wheel,
+        requirements=args.requirement,
     )
     for message in made.warnings:
         print(f"exepy: warning: {message}", file=sys.stderr)

@@ -40,6 +40,7 @@ from exepy import image, winres
 from exepy.build import BuildError, _absolute, _read, collect_files, main_module, write_output
 from exepy.editor import ResourceEditor, SignatureRemovedWarning
 from exepy.runtime import Runtime, cache_root
+from exepy.wheels import WheelError, download_requirements, wheel_files
 
 __all__ = ["CONFIG_ID", "RUNTIME_ID", "StandaloneResult", "build_standalone", "launcher_bytes"]
 
@@ -205,9 +206,13 @@ def build_standalone(
     windowed: bool = False,
     force: bool = False,
     cwd: Path | None = None,
+    wheels: Sequence[Path] = (),
+    requirements: Path | None = None,
 ) -> StandaloneResult:
     """Build a standalone app: *output* is the exe (onefile) or a folder (onedir).
 
+    *wheels* (pure-Python wheel files) and the wheels ``pip download`` finds for
+    *requirements* go into the bundle next to the app's files (see :mod:`exepy.wheels`).
     Nothing is written unless everything succeeds; *output* must not exist unless *force*.
     """
     cwd = _absolute(cwd or Path.cwd())
@@ -227,6 +232,14 @@ def build_standalone(
             contents.append((file_name, path.read_bytes()))
         except OSError as exc:
             raise BuildError(f"cannot read {file_name}: {exc.strerror}") from None
+    wheel_paths = [cwd / path for path in wheels]
+    try:
+        if requirements is not None:
+            wheel_paths += download_requirements(cwd / requirements, runtime.minor)
+        for wheel in wheel_paths:
+            contents.extend(wheel_files(wheel))
+    except WheelError as exc:
+        raise BuildError(str(exc)) from None
     try:
         blob = bundle.pack(contents)
     except bundle.BundleError as exc:
