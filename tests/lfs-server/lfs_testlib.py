@@ -18,6 +18,7 @@ from pathlib import Path
 
 import requests
 from components import require_command
+from support import free_port  # one copy for every package's tests (re-exported here)
 
 USERS = {
     "alice": ("alice-pw", ["*=write"]),
@@ -27,12 +28,6 @@ USERS = {
     "teamonly": ("team-pw", ["team/*=write"]),
 }
 LFS_MEDIA = "application/vnd.git-lfs+json"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def cli(
