@@ -307,7 +307,7 @@ def ensure_venv(selection: str = "all") -> Path:
     return venv
 
 
-def _requirements(selection: str) -> str:
+def requirements(selection: str) -> str:
     """The locked requirements (pinned, with hashes) of *selection*: `uv export --frozen`."""
     result = subprocess.run(
         [
@@ -349,7 +349,7 @@ def _install(venv: Path, selection: str) -> None:
     uv_run("venv", "--quiet", "--python", sys.executable, venv)
     with tempfile.TemporaryDirectory() as tmp:
         reqs = Path(tmp) / "requirements.txt"
-        reqs.write_text(_requirements(selection))
+        reqs.write_text(requirements(selection))
         uv_run("pip", "sync", "--quiet", "--python", venv_python(venv), "--require-hashes", reqs)
     _install_editable(venv, _workspace_members(selection))
 

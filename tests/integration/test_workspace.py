@@ -143,3 +143,19 @@ def test_root_configuration_covers_every_package() -> None:
     lock = tomllib.loads((ROOT / "uv.lock").read_text())
     editable = {p["name"] for p in lock["package"] if "editable" in p.get("source", {})}
     assert editable == set(PACKAGES), "uv.lock is stale: run tools/lock"
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_isolated_environment_holds_only_what_the_package_needs(name: str) -> None:
+    """What a per-package CI job installs (`tools/test --isolated NAME`), read from the lock."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import workspace
+
+    pinned = {
+        line.split("==")[0] for line in workspace.requirements(f"package:{name}").splitlines()
+    }
+    assert {"pytest", "ruff", "mypy"} <= pinned  # the dev group
+    torch_needed = name in ("deform-conv2d-onnx-exporter", "openvino-runner")
+    assert ("torch" in pinned) == torch_needed, sorted(pinned)
+    if name == "embeddedimport":  # standard library only: its test group and the dev tools
+        assert not {"numpy", "onnx", "openvino", "flask"} & pinned
