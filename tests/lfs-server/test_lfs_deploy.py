@@ -21,6 +21,7 @@ KNOWN = {var for var, *_ in ENV_VARS} | {
     "LFS_HOOK_USER",
     "LFS_HOOK_PASSWORD",
     "LFS_FUZZ_EXAMPLES",  # the fuzz test's example count, not a server setting
+    "LFS_ROOT",  # gitlfs_with_nginx's setting, in the README's mapping to ours
 }
 
 
