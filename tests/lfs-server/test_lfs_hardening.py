@@ -288,3 +288,18 @@ def test_namespace_grant_covers_every_depth_below_it(server: Server, api: Api) -
         "teamx/a", {"operation": "download", "objects": [{"oid": oid, "size": 1}]}, "teamonly"
     )
     assert_lfs_error(r, 403, "no access")
+
+
+def test_chunked_upload_without_length_is_refused_before_its_body(api: Api, server: Server) -> None:
+    oid = oid_of(b"c" * 10)
+    header = api.upload_action("harden/chunked", oid, 10)["upload"]["header"]
+    port = int(server.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        head = f"PUT /harden/chunked.git/info/lfs/upload/{oid}/10 HTTP/1.1\r\nHost: x\r\n"
+        head += f"Authorization: {header['Authorization']}\r\nTransfer-Encoding: chunked\r\n\r\n"
+        sock.sendall(head.encode() + b"100000\r\n" + b"\0" * (1 << 20))
+        sock.settimeout(8)
+        answer = sock.recv(4096)
+        on_disk = body_dir_bytes(server)
+    assert answer.split(b" ")[1] == b"411", answer[:300]
+    assert on_disk == 0
