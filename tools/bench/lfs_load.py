@@ -35,6 +35,7 @@ import hashlib
 import math
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -105,7 +106,8 @@ class Client:
         self.ctx = ctx
         self.rng = random.Random(args.seed * 1000 + index)
         self.http = requests.Session()
-        self.user = f"load{index}"
+        # --one-user: every client logs in as load0 (separates password checks from load).
+        self.user = "load0" if args.one_user else f"load{index}"
         self.http.auth = (self.user, PASSWORD)
         self.my_locks: list[str] = []
         # With several nodes, clients are spread over them round-robin.
@@ -299,7 +301,12 @@ BACKEND_VARS = ("LFS_STORAGE", "LFS_S3_", "LFS_DATABASE_URL", "LFS_SECRET_KEY_FI
 
 
 def start_server(
-    data: Path, port: int, workers: int, clients: int, add_users: bool = True
+    data: Path,
+    port: int,
+    workers: int,
+    clients: int,
+    add_users: bool = True,
+    cpus: set[int] | None = None,
 ) -> subprocess.Popen[bytes]:
     env = {
         k: v
@@ -315,7 +322,12 @@ def start_server(
     env.update({"LFS_DATA_DIR": str(data), "LFS_LISTEN": f"127.0.0.1:{port}"})
     log = open(data.parent / f"serve-{port}.log", "wb")  # noqa: SIM115 (lives as long as the server)
     proc = subprocess.Popen(
-        [SCRIPT, "serve", "--workers", str(workers)], env=env, stdout=log, stderr=log
+        [SCRIPT, "serve", "--workers", str(workers)],
+        env=env,
+        stdout=log,
+        stderr=log,
+        # nginx and gunicorn inherit the affinity: the server stays on its CPUs.
+        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -360,6 +372,47 @@ def final_check(ctx: Context) -> tuple[int, int, int]:
                 corrupted += 1
                 print(f"CORRUPTED {obj['oid']}", file=sys.stderr)
     return len(items), lost, corrupted
+
+
+# What nginx logged: the request line and $request_time (first byte read to last byte sent).
+_LOG_RE = re.compile(r'"(\w+) (\S+) HTTP/[\d.]+" status=(\d+) .* time=([\d.]+)')
+
+
+def server_op(method: str, path: str) -> str:
+    """The operation a logged request was (the client's names, batches together)."""
+    if path.endswith("/objects/batch"):
+        return "batch (all kinds)"
+    if "/upload/" in path:
+        return "upload.put"
+    if "/info/lfs/objects/" in path:
+        return "download.get"
+    if path.endswith("/verify") and "/locks/" not in path:
+        return "verify"
+    if "/locks" in path:
+        return "locks (all kinds)"
+    return "other"
+
+
+def server_side(logs: list[tuple[Path, int]]) -> dict[str, list[float]]:
+    """Latency per operation as the nodes' nginx logged it, up to each log's offset."""
+    found: dict[str, list[float]] = collections.defaultdict(list)
+    for path, end in logs:
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read(end).decode(errors="replace")
+        except FileNotFoundError:
+            continue
+        for match in _LOG_RE.finditer(text):
+            method, url, _status, seconds = match.groups()
+            found[server_op(method, url)].append(float(seconds))
+    return found
+
+
+def log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def pct(values: list[float], q: float) -> float:
@@ -412,6 +465,15 @@ def report(ctx: Context, args: argparse.Namespace, elapsed: float, check: tuple[
     return 1 if bad else 0
 
 
+def cpu_list(text: str) -> set[int]:
+    """`0,2-3` -> {0, 2, 3}."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -426,6 +488,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="random seed (1)")
     parser.add_argument(
         "--nodes", type=int, default=1, help="servers sharing store, database and key (1)"
+    )
+    parser.add_argument(
+        "--one-user", action="store_true", help="all clients log in as the same user"
+    )
+    parser.add_argument(
+        "--server-cpus", type=cpu_list, help="pin the server(s) to these CPUs, e.g. 0"
+    )
+    parser.add_argument(
+        "--client-cpus", type=cpu_list, help="pin this load generator to these CPUs, e.g. 1"
     )
     args = parser.parse_args(argv)
     if args.nodes > 1 and not (
@@ -456,7 +527,12 @@ def main(argv: list[str] | None = None) -> int:
             data.mkdir(mode=0o755)
             ports.append(free_port())
             datas.append(data)
-            procs.append(start_server(data, ports[-1], args.workers, args.clients, n == 0))
+            procs.append(
+                start_server(data, ports[-1], args.workers, args.clients, n == 0, args.server_cpus)
+            )
+        if args.client_cpus:
+            # The generator (32 Python threads) is CPU-hungry: keep it off the server's CPUs.
+            os.sched_setaffinity(0, args.client_cpus)
         urls = [f"http://127.0.0.1:{port}/{REPO}.git/info/lfs" for port in ports]
         dup = min(4, args.clients)
         ctx = Context(
@@ -478,6 +554,7 @@ def main(argv: list[str] | None = None) -> int:
         for t in threads:
             t.join()
         elapsed = time.monotonic() - started
+        logs = [(d / "run/nginx-access.log", log_size(d / "run/nginx-access.log")) for d in datas]
         print("lfs_load: load done; re-fetching every stored object ...")
         check = final_check(ctx)
         leftovers = 0
@@ -485,7 +562,21 @@ def main(argv: list[str] | None = None) -> int:
             body_dir = data / "tmp/body"
             leftovers += len(list(body_dir.iterdir())) if body_dir.is_dir() else 0
             leftovers += len(list((data / "tmp").glob("upload-*")))
-        return report(ctx, args, elapsed, check, leftovers)
+        status = report(ctx, args, elapsed, check, leftovers)
+        served = server_side(logs)
+        total = sum(len(v) for v in served.values())
+        print(
+            f"server side (nginx $request_time, load window): {total} requests "
+            f"({total / elapsed:.1f}/s)"
+        )
+        print(f"{'operation':20s} {'count':>7s} {'p50 ms':>9s} {'p99 ms':>9s}")
+        for op in sorted(served):
+            lat = served[op]
+            print(
+                f"{op:20s} {len(lat):7d} {1000 * statistics.median(lat):9.1f} "
+                f"{1000 * pct(lat, 0.99):9.1f}"
+            )
+        return status
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGTERM)

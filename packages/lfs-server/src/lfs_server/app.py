@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import os
 import sqlite3
 import sys
 import time
@@ -15,6 +16,8 @@ from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from lfs_server import batch_api, locks_api, ops_api, transfer_api
+from lfs_server.authcache import KEY_ENV as AUTH_CACHE_KEY_ENV
+from lfs_server.authcache import SharedAuthCache
 from lfs_server.config import Config
 from lfs_server.locks import DatabaseUnavailable, classify_db_error, open_lock_db
 from lfs_server.metrics import Metrics
@@ -46,6 +49,9 @@ def create_app(config: Config) -> Flask:
         locks=open_lock_db(config),
         proxy_secret=proxy_secret(key),
         metrics=Metrics(config.run_dir / "metrics.sqlite3"),
+        shared_auth=SharedAuthCache(
+            config.run_dir / "auth-cache.sqlite3", os.environ.get(AUTH_CACHE_KEY_ENV)
+        ),
     )
     for blueprint in (batch_api.bp, transfer_api.bp, locks_api.bp, ops_api.bp):
         app.register_blueprint(blueprint)

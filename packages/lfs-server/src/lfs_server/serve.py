@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import socket
 import stat
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from lfs_server.authcache import KEY_ENV as AUTH_CACHE_KEY_ENV
 from lfs_server.config import Config, parse_listen
 from lfs_server.nginx import find_nginx, render_nginx_config, socket_path
 from lfs_server.tokens import load_or_create_key, proxy_secret
@@ -149,6 +151,9 @@ class Supervisor:
             )
         host, port = parse_listen(config.listen)
         env = {**os.environ, **config.to_env()}
+        # The workers' shared password-check cache is keyed by a secret that lives only in
+        # memory, new at every start (authcache.py).
+        env[AUTH_CACHE_KEY_ENV] = secrets.token_hex(32)
         if self.use_nginx:
             nginx = find_nginx()
             if nginx is None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Response, current_app, g, request
 
+from lfs_server.authcache import SharedAuthCache
 from lfs_server.config import Config
 from lfs_server.locks import LockDB
 from lfs_server.metrics import Metrics
@@ -43,6 +44,7 @@ class Services:
     locks: LockDB | PgLockDB
     proxy_secret: str
     metrics: Metrics
+    shared_auth: SharedAuthCache | None = None
     _users: UserDB | None = None
     _users_mtime: float = -1.0
     _users_checked: float = -1.0
@@ -85,8 +87,15 @@ class Services:
             hit = self._auth_cache.get(key)
             if hit and hit[0] > now and hit[1] == name:
                 return True
-        if users.authenticate(name, password) is None:
-            return False
+        # Another worker of this node may have paid the scrypt already (authcache.py).
+        user = users.users.get(name)
+        stored_hash = user.password_hash if user is not None else ""
+        shared = self.shared_auth
+        if not (shared and stored_hash and shared.hit(name, password, stored_hash)):
+            if users.authenticate(name, password) is None:
+                return False
+            if shared and stored_hash:
+                shared.remember(name, password, stored_hash)
         with self._lock:
             if len(self._auth_cache) > 1000:
                 self._auth_cache.clear()
