@@ -61,17 +61,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .runtime import CommandLineError, exit_status, launch, report
 
     if not os.path.isfile(executable):
-        print(f"embeddedimport: {executable}: no such file", file=sys.stderr)
+        print(
+            f"embeddedimport: error: {executable}: no such file (give an exe built by exepy)",
+            file=sys.stderr,
+        )
         return 2
     try:
         bundle = Bundle.from_executable(executable)
     except (BundleNotFoundError, BundleError) as exc:
-        print(f"embeddedimport: {exc}", file=sys.stderr)
+        print(f"embeddedimport: error: {exc}", file=sys.stderr)
         return 2
     try:
         launch(executable, user_args, bundle=bundle, replace_path0=True)
     except CommandLineError as exc:
-        print(f"embeddedimport: {executable}: {exc}", file=sys.stderr)
+        print(f"embeddedimport: error: {executable}: {exc}", file=sys.stderr)
         return 2
     except SystemExit:
         raise
