@@ -558,6 +558,17 @@ def test_python_m_and_version() -> None:
     assert (
         proc.returncode == 0 and "--onefile" in proc.stdout and "[FILE_OR_DIR ...]" in proc.stdout
     )
+    proc = subprocess.run(
+        [sys.executable, "-m", "embeddedimport", "missing.exe"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (
+        "embeddedimport: error: missing.exe: no such file (give an exe built by exepy)\n"
+    )
 
 
 def test_ctrl_c_during_build_leaves_nothing(project: Path) -> None:
