@@ -146,9 +146,9 @@ def test_header_tables_agree_with_pefile(name: str) -> None:
     # Our tables are written out independently; pefile's, read through its own Structure,
     # must give every field the same offset, size and position.
     pefile = pytest.importorskip("pefile")
-    from embeddedimport import pe
+    from embeddedimport import petables
 
-    ours = getattr(pe, name)
+    ours = getattr(petables, name)
     theirs = pefile.Structure(getattr(pefile.PE, TABLES[name]))
     assert ours.size == theirs.sizeof() == struct.calcsize(ours.format)
     assert ours.format == theirs.__format_str__
@@ -169,7 +169,7 @@ def test_header_tables_agree_with_pefile(name: str) -> None:
 
 
 def test_structure_put_get_round_trip_and_errors() -> None:
-    from embeddedimport.pe import SECTION_HEADER
+    from embeddedimport.petables import SECTION_HEADER, StructureError
 
     buffer = bytearray(SECTION_HEADER.size + 4)
     SECTION_HEADER.put(buffer, 4, "Name", b".rsrc")
@@ -177,7 +177,77 @@ def test_structure_put_get_round_trip_and_errors() -> None:
     assert SECTION_HEADER.raw(buffer, 4, "Name") == b".rsrc\0\0\0"
     assert SECTION_HEADER.get(buffer, 4, "Characteristics") == 0x40000040
     assert buffer[4 + 36 : 4 + 40] == struct.pack("<I", 0x40000040)
-    with pytest.raises(PEFormatError, match=r"IMAGE_SECTION_HEADER\.Characteristics"):
+    with pytest.raises(StructureError, match=r"IMAGE_SECTION_HEADER\.Characteristics"):
         SECTION_HEADER.get(buffer, 8, "Characteristics")
-    with pytest.raises(ValueError, match="holds 8 bytes"):
+    with pytest.raises(StructureError, match="holds 8 bytes"):
         SECTION_HEADER.put(buffer, 0, "Name", b".toolongname")
+
+
+def test_the_start_up_readers_offsets_are_the_tables() -> None:
+    # embeddedimport.pe keeps its offsets as constants (loading the tables would cost more
+    # than the lookup, at every start-up): each must be what the tables say.
+    from embeddedimport import pe
+    from embeddedimport.petables import (
+        DATA_DIRECTORY,
+        DOS_HEADER,
+        FILE_HEADER,
+        IMAGE_DIRECTORY_ENTRY_RESOURCE,
+        NT_HEADERS,
+        OPTIONAL_HEADER,
+        OPTIONAL_HEADER64,
+        RESOURCE_DATA_ENTRY,
+        RESOURCE_DIR_STRING,
+        RESOURCE_DIRECTORY,
+        RESOURCE_DIRECTORY_ENTRY,
+        SECTION_HEADER,
+        optional_header,
+    )
+
+    signature = NT_HEADERS.size
+    sections = ("Misc_VirtualSize", "VirtualAddress", "SizeOfRawData", "PointerToRawData")
+    expected = {
+        "_DOS_HEADER_SIZE": DOS_HEADER.size,
+        "_E_LFANEW": DOS_HEADER.offset("e_lfanew"),
+        "_PE_HEADERS_SIZE": signature + FILE_HEADER.size,
+        "_NUMBER_OF_SECTIONS": signature + FILE_HEADER.offset("NumberOfSections"),
+        "_SIZE_OF_OPTIONAL_HEADER": signature + FILE_HEADER.offset("SizeOfOptionalHeader"),
+        "_MAGIC": OPTIONAL_HEADER.offset("Magic"),
+        "_RVA_COUNT": {
+            0x10B: OPTIONAL_HEADER.offset("NumberOfRvaAndSizes"),
+            0x20B: OPTIONAL_HEADER64.offset("NumberOfRvaAndSizes"),
+        },
+        "_DIRECTORIES": {0x10B: OPTIONAL_HEADER.size, 0x20B: OPTIONAL_HEADER64.size},
+        "_DATA_DIRECTORY_SIZE": DATA_DIRECTORY.size,
+        "_DIRECTORY_SIZE_FIELD": DATA_DIRECTORY.offset("Size"),
+        "_RESOURCE_DIRECTORY_INDEX": IMAGE_DIRECTORY_ENTRY_RESOURCE,
+        "_SECTION_SIZE": SECTION_HEADER.size,
+        "_SECTION_FIELDS": tuple(SECTION_HEADER.offset(field) for field in sections),
+        "_DIR_SIZE": RESOURCE_DIRECTORY.size,
+        "_NAMED_ENTRIES": RESOURCE_DIRECTORY.offset("NumberOfNamedEntries"),
+        "_ID_ENTRIES": RESOURCE_DIRECTORY.offset("NumberOfIdEntries"),
+        "_ENTRY_SIZE": RESOURCE_DIRECTORY_ENTRY.size,
+        "_ENTRY_TARGET": RESOURCE_DIRECTORY_ENTRY.offset("OffsetToData"),
+        "_DATA_SIZE": RESOURCE_DATA_ENTRY.size,
+        "_DATA_ENTRY_SIZE_FIELD": RESOURCE_DATA_ENTRY.offset("Size"),
+        "_NAME_LENGTH_SIZE": RESOURCE_DIR_STRING.size,
+    }
+    assert {name: getattr(pe, name) for name in expected} == expected
+    # Fields the reader reads at offset 0 of their structure, and the two magics.
+    assert OPTIONAL_HEADER64.offset("Magic") == 0
+    assert DATA_DIRECTORY.offset("VirtualAddress") == 0
+    assert RESOURCE_DIRECTORY_ENTRY.offset("Name") == 0
+    assert RESOURCE_DATA_ENTRY.offset("OffsetToData") == 0
+    assert optional_header(pe._PE32) is OPTIONAL_HEADER
+    assert optional_header(pe._PE32_PLUS) is OPTIONAL_HEADER64
+
+
+def test_the_start_up_path_does_not_load_the_tables() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, embeddedimport.pe; "
+        "print(sorted(m for m in sys.modules if m.startswith('embeddedimport')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "['embeddedimport', 'embeddedimport.pe']"

@@ -1,15 +1,12 @@
-"""The PE (Portable Executable) header tables, and a small resource reader over them.
+"""A small PE (Portable Executable) resource reader: what the Windows loader finds.
 
-:class:`Structure` tables (``DOS_HEADER``, ``FILE_HEADER``, ``OPTIONAL_HEADER``,
-``SECTION_HEADER``, the resource structures...) are the one description of the PE header
-layout in this repository: this reader and exepy's image editor both take every header
-offset from them. They live here because embeddedimport is standard-library only and
-may not import exepy, while exepy already depends on embeddedimport.
+The header layout itself is described once, in :mod:`embeddedimport.petables`; this
+module, on every bundled start-up's path, keeps the few offsets it needs as constants that
+the tests check against those tables.
 
-The reader finds what the Windows loader finds. It reads PE32 and PE32+ images from a
-path or from bytes, standard library only, and reads only the headers and the parts of the
-resource section it walks, so checking a large executable for one resource costs a few
-small reads.
+Reads PE32 and PE32+ images from a path or from bytes, standard library only. It reads
+only the headers and the parts of the resource section it walks, so checking a large
+executable for one resource costs a few small reads.
 
 Resource keys are ``(type, name, language)``: ``int`` for ids, ``str`` for named entries
 (as stored; Windows requires them upper-case). Lookups by name compare upper-cased, as
@@ -25,191 +22,49 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING, see above
 if TYPE_CHECKING:
     from typing import BinaryIO
 
-__all__ = [
-    "DATA_DIRECTORY",
-    "DEBUG_DIRECTORY",
-    "DOS_HEADER",
-    "FILE_HEADER",
-    "IMAGE_DIRECTORY_ENTRY_DEBUG",
-    "IMAGE_DIRECTORY_ENTRY_RESOURCE",
-    "IMAGE_DIRECTORY_ENTRY_SECURITY",
-    "NT_HEADERS",
-    "OPTIONAL_HEADER",
-    "OPTIONAL_HEADER64",
-    "RESOURCE_DATA_ENTRY",
-    "RESOURCE_DIRECTORY",
-    "RESOURCE_DIRECTORY_ENTRY",
-    "RESOURCE_DIR_STRING",
-    "SECTION_HEADER",
-    "PEFormatError",
-    "ResourceKey",
-    "Structure",
-    "find_resource",
-    "optional_header",
-    "read_resources",
-]
+__all__ = ["PEFormatError", "ResourceKey", "find_resource", "read_resources"]
 
 ResourceKey = tuple[int | str, int | str, int]
 """``(type, name, language)``: ids are ``int``, named entries ``str``."""
 
-_SIZES = {"B": 1, "H": 2, "I": 4, "Q": 8}
-_HIGH = 0x80000000  # in a resource entry: a name (not an id) / a subdirectory (not data)
+# The offsets and sizes this reader needs, written out: loading the tables they come from
+# (embeddedimport.petables, pefile's field names) costs more than the whole lookup, here,
+# at every start-up. tests/embeddedimport/test_embeddedimport_pe.py checks each against them.
+_DOS_HEADER_SIZE = 64  # DOS_HEADER.size
+_E_LFANEW = 60  # DOS_HEADER e_lfanew
+_PE_HEADERS_SIZE = 24  # NT_HEADERS.size + FILE_HEADER.size
+_NUMBER_OF_SECTIONS = 6  # NT_HEADERS.size + FILE_HEADER NumberOfSections
+_SIZE_OF_OPTIONAL_HEADER = 20  # NT_HEADERS.size + FILE_HEADER SizeOfOptionalHeader
+_MAGIC = 0  # OPTIONAL_HEADER Magic
+_PE32, _PE32_PLUS = 0x10B, 0x20B
+_RVA_COUNT = {_PE32: 92, _PE32_PLUS: 108}  # NumberOfRvaAndSizes, PE32 and PE32+
+_DIRECTORIES = {_PE32: 96, _PE32_PLUS: 112}  # the data directories: the headers' sizes
+_DATA_DIRECTORY_SIZE = 8  # DATA_DIRECTORY.size
+_DIRECTORY_SIZE_FIELD = 4  # DATA_DIRECTORY Size (VirtualAddress is at 0)
+_RESOURCE_DIRECTORY_INDEX = 2  # IMAGE_DIRECTORY_ENTRY_RESOURCE
+_SECTION_SIZE = 40  # SECTION_HEADER.size
+_SECTION_FIELDS = (8, 12, 16, 20)  # Misc_VirtualSize VirtualAddress SizeOfRawData PointerToRawData
+_DIR_SIZE = 16  # RESOURCE_DIRECTORY.size
+_NAMED_ENTRIES, _ID_ENTRIES = 12, 14  # RESOURCE_DIRECTORY NumberOfNamedEntries, NumberOfIdEntries
+_ENTRY_SIZE = 8  # RESOURCE_DIRECTORY_ENTRY.size (Name is at 0)
+_ENTRY_TARGET = 4  # RESOURCE_DIRECTORY_ENTRY OffsetToData
+_DATA_SIZE = 16  # RESOURCE_DATA_ENTRY.size (OffsetToData, an RVA, is at 0)
+_DATA_ENTRY_SIZE_FIELD = 4  # RESOURCE_DATA_ENTRY Size
+_NAME_LENGTH_SIZE = 2  # RESOURCE_DIR_STRING.size (Length)
+_HIGH = 0x80000000
 _HEAD_SIZE = 4096
+
+
+def _u16(data: bytes, at: int) -> int:
+    return int.from_bytes(data[at : at + 2], "little")
+
+
+def _u32(data: bytes, at: int) -> int:
+    return int.from_bytes(data[at : at + 4], "little")
 
 
 class PEFormatError(ValueError):
     """The input is not a PE image, or its headers or resource tree are truncated or corrupt."""
-
-
-class Structure:
-    """A PE structure as a declarative table of its fields, little-endian.
-
-    Written the way pefile writes its ``__IMAGE_*_format__`` tables: ``"H,Magic"`` is a
-    uint16 named Magic, ``"8s,Name"`` eight raw bytes. The offsets, the size and a
-    :mod:`struct` format all come from the table, so no reader or writer (here, or in
-    exepy, which edits images with these same tables) counts a header offset by hand.
-    """
-
-    def __init__(self, name: str, fields: "tuple[str, ...]") -> None:
-        self.name = name
-        self.fields = fields
-        # Built on every bundled start-up: one cheap pass, no struct.
-        self._at: dict[str, tuple[int, int]] = {}
-        position = 0
-        for spec in fields:
-            code, _, field = spec.partition(",")
-            size = _SIZES.get(code) or int(code[:-1])
-            self._at[field] = (position, size)
-            position += size
-        self.size = position
-        """Bytes the structure occupies."""
-
-    @property
-    def format(self) -> str:
-        """The same layout as a :mod:`struct` format string (``"<IIHHHH"``)."""
-        return "<" + "".join(spec.partition(",")[0] for spec in self.fields)
-
-    def __repr__(self) -> str:
-        return f"<Structure {self.name} ({self.size} bytes)>"
-
-    def offset(self, field: str) -> int:
-        """Offset of ``field`` from the start of the structure."""
-        return self._at[field][0]
-
-    def get(self, data: "bytes | bytearray", base: int, field: str) -> int:
-        """The unsigned value of ``field`` of the structure at ``base`` in ``data``."""
-        at, size = self._at[field]
-        raw = data[base + at : base + at + size]
-        if len(raw) != size:
-            raise PEFormatError(f"truncated: {self.name}.{field} runs past the end of the data")
-        return int.from_bytes(raw, "little")
-
-    def raw(self, data: "bytes | bytearray", base: int, field: str) -> bytes:
-        """The bytes of ``field`` (for byte-string fields such as a section's Name)."""
-        at, size = self._at[field]
-        return bytes(data[base + at : base + at + size])
-
-    def put(self, buffer: bytearray, base: int, field: str, value: "int | bytes") -> None:
-        """Store ``value`` in ``field`` of the structure at ``base`` (bytes are NUL-padded)."""
-        at, size = self._at[field]
-        if isinstance(value, bytes):
-            if len(value) > size:
-                raise ValueError(f"{self.name}.{field} holds {size} bytes, got {len(value)}")
-            encoded = value.ljust(size, b"\0")
-        else:
-            encoded = value.to_bytes(size, "little")
-        buffer[base + at : base + at + size] = encoded
-
-
-# The tables, field names as in pefile (and winnt.h).
-DOS_HEADER = Structure(
-    "IMAGE_DOS_HEADER",
-    (
-        "H,e_magic", "H,e_cblp", "H,e_cp", "H,e_crlc", "H,e_cparhdr", "H,e_minalloc",
-        "H,e_maxalloc", "H,e_ss", "H,e_sp", "H,e_csum", "H,e_ip", "H,e_cs", "H,e_lfarlc",
-        "H,e_ovno", "8s,e_res", "H,e_oemid", "H,e_oeminfo", "20s,e_res2", "I,e_lfanew",
-    ),
-)  # fmt: skip
-NT_HEADERS = Structure("IMAGE_NT_HEADERS", ("I,Signature",))
-"""The ``PE\\0\\0`` signature at ``e_lfanew``; the file header follows it."""
-FILE_HEADER = Structure(
-    "IMAGE_FILE_HEADER",
-    (
-        "H,Machine", "H,NumberOfSections", "I,TimeDateStamp", "I,PointerToSymbolTable",
-        "I,NumberOfSymbols", "H,SizeOfOptionalHeader", "H,Characteristics",
-    ),
-)  # fmt: skip
-_OPTIONAL_START = (
-    "H,Magic", "B,MajorLinkerVersion", "B,MinorLinkerVersion", "I,SizeOfCode",
-    "I,SizeOfInitializedData", "I,SizeOfUninitializedData", "I,AddressOfEntryPoint",
-    "I,BaseOfCode",
-)  # fmt: skip
-_OPTIONAL_MIDDLE = (
-    "I,SectionAlignment", "I,FileAlignment", "H,MajorOperatingSystemVersion",
-    "H,MinorOperatingSystemVersion", "H,MajorImageVersion", "H,MinorImageVersion",
-    "H,MajorSubsystemVersion", "H,MinorSubsystemVersion", "I,Reserved1", "I,SizeOfImage",
-    "I,SizeOfHeaders", "I,CheckSum", "H,Subsystem", "H,DllCharacteristics",
-)  # fmt: skip
-OPTIONAL_HEADER = Structure(
-    "IMAGE_OPTIONAL_HEADER",
-    (
-        *_OPTIONAL_START, "I,BaseOfData", "I,ImageBase", *_OPTIONAL_MIDDLE,
-        "I,SizeOfStackReserve", "I,SizeOfStackCommit", "I,SizeOfHeapReserve",
-        "I,SizeOfHeapCommit", "I,LoaderFlags", "I,NumberOfRvaAndSizes",
-    ),
-)  # fmt: skip
-"""PE32 (Magic 0x10b); the data directories follow it."""
-OPTIONAL_HEADER64 = Structure(
-    "IMAGE_OPTIONAL_HEADER64",
-    (
-        *_OPTIONAL_START, "Q,ImageBase", *_OPTIONAL_MIDDLE,
-        "Q,SizeOfStackReserve", "Q,SizeOfStackCommit", "Q,SizeOfHeapReserve",
-        "Q,SizeOfHeapCommit", "I,LoaderFlags", "I,NumberOfRvaAndSizes",
-    ),
-)  # fmt: skip
-"""PE32+ (Magic 0x20b); the data directories follow it."""
-DATA_DIRECTORY = Structure("IMAGE_DATA_DIRECTORY", ("I,VirtualAddress", "I,Size"))
-SECTION_HEADER = Structure(
-    "IMAGE_SECTION_HEADER",
-    (
-        "8s,Name", "I,Misc_VirtualSize", "I,VirtualAddress", "I,SizeOfRawData",
-        "I,PointerToRawData", "I,PointerToRelocations", "I,PointerToLinenumbers",
-        "H,NumberOfRelocations", "H,NumberOfLinenumbers", "I,Characteristics",
-    ),
-)  # fmt: skip
-DEBUG_DIRECTORY = Structure(
-    "IMAGE_DEBUG_DIRECTORY",
-    (
-        "I,Characteristics", "I,TimeDateStamp", "H,MajorVersion", "H,MinorVersion", "I,Type",
-        "I,SizeOfData", "I,AddressOfRawData", "I,PointerToRawData",
-    ),
-)  # fmt: skip
-RESOURCE_DIRECTORY = Structure(
-    "IMAGE_RESOURCE_DIRECTORY",
-    (
-        "I,Characteristics", "I,TimeDateStamp", "H,MajorVersion", "H,MinorVersion",
-        "H,NumberOfNamedEntries", "H,NumberOfIdEntries",
-    ),
-)  # fmt: skip
-"""A resource directory table; its entries follow it."""
-RESOURCE_DIRECTORY_ENTRY = Structure("IMAGE_RESOURCE_DIRECTORY_ENTRY", ("I,Name", "I,OffsetToData"))
-"""Name: an id, or (high bit) a string's offset; OffsetToData: (high bit) a subdirectory."""
-RESOURCE_DATA_ENTRY = Structure(
-    "IMAGE_RESOURCE_DATA_ENTRY", ("I,OffsetToData", "I,Size", "I,CodePage", "I,Reserved")
-)
-"""OffsetToData is an RVA."""
-RESOURCE_DIR_STRING = Structure("IMAGE_RESOURCE_DIR_STRING_U", ("H,Length",))
-"""A resource name: Length UTF-16 code units follow, no terminator."""
-
-IMAGE_DIRECTORY_ENTRY_SECURITY = 4
-IMAGE_DIRECTORY_ENTRY_RESOURCE = 2
-IMAGE_DIRECTORY_ENTRY_DEBUG = 6
-_MAGICS = {0x10B: OPTIONAL_HEADER, 0x20B: OPTIONAL_HEADER64}
-
-
-def optional_header(magic: int) -> "Structure | None":
-    """The optional header's table for ``Magic`` (0x10b PE32, 0x20b PE32+), else ``None``."""
-    return _MAGICS.get(magic)
 
 
 class _Source:
@@ -246,66 +101,54 @@ class _Image:
 
     def __init__(self, source: _Source):
         self.source = source
-        dos = DOS_HEADER
-        head = source.read(0, min(source.size, dos.size), "the DOS header")
-        if len(head) < dos.size or head[:2] != b"MZ":
+        head = source.read(0, min(source.size, _DOS_HEADER_SIZE), "the DOS header")
+        if len(head) < _DOS_HEADER_SIZE or head[:2] != b"MZ":
             raise PEFormatError(
                 f"{source.label}: not a PE file (no 'MZ' DOS header); expected a Windows "
                 ".exe or .dll"
             )
-        pe_offset = dos.get(head, 0, "e_lfanew")
-        headers_size = NT_HEADERS.size + FILE_HEADER.size
-        if pe_offset + headers_size > source.size:
+        pe_offset = _u32(head, _E_LFANEW)
+        if pe_offset + _PE_HEADERS_SIZE > source.size:
             raise PEFormatError(
                 f"{source.label}: not a PE file (e_lfanew={pe_offset} points past the file)"
             )
-        coff = source.read(pe_offset, headers_size, "the PE signature and COFF header")
-        if coff[: NT_HEADERS.size] != b"PE\0\0":
+        coff = source.read(pe_offset, _PE_HEADERS_SIZE, "the PE signature and COFF header")
+        if coff[:4] != b"PE\0\0":
             raise PEFormatError(
                 f"{source.label}: not a PE file (no 'PE\\0\\0' signature at {pe_offset}); "
                 "an MZ-only DOS or NE/LE program is not supported"
             )
-        at = NT_HEADERS.size
-        sections = FILE_HEADER.get(coff, at, "NumberOfSections")
-        optional_size = FILE_HEADER.get(coff, at, "SizeOfOptionalHeader")
-        optional_offset = pe_offset + headers_size
+        sections = _u16(coff, _NUMBER_OF_SECTIONS)
+        optional_size = _u16(coff, _SIZE_OF_OPTIONAL_HEADER)
+        optional_offset = pe_offset + _PE_HEADERS_SIZE
         optional = source.read(optional_offset, optional_size, "the optional header")
         if optional_size < 2:
             raise PEFormatError(f"{source.label}: optional header is missing")
-        magic = OPTIONAL_HEADER.get(optional, 0, "Magic")
-        table = optional_header(magic)
-        if table is None:
+        magic = _u16(optional, _MAGIC)
+        count_at = _RVA_COUNT.get(magic)
+        if count_at is None:
             raise PEFormatError(
                 f"{source.label}: unknown optional header magic {magic:#x}; expected 0x10b "
                 "(PE32) or 0x20b (PE32+)"
             )
-        self.is_pe32_plus = table is OPTIONAL_HEADER64
-        if optional_size < table.size:
+        self.is_pe32_plus = magic == _PE32_PLUS
+        if optional_size < _DIRECTORIES[magic]:
             raise PEFormatError(f"{source.label}: optional header is truncated")
-        rva_count = table.get(optional, 0, "NumberOfRvaAndSizes")
+        rva_count = _u32(optional, count_at)
         self.resource_rva = 0
         self.resource_size = 0
-        directory_at = table.size + DATA_DIRECTORY.size * IMAGE_DIRECTORY_ENTRY_RESOURCE
+        directory_at = _DIRECTORIES[magic] + _DATA_DIRECTORY_SIZE * _RESOURCE_DIRECTORY_INDEX
         if (
-            rva_count > IMAGE_DIRECTORY_ENTRY_RESOURCE
-            and directory_at + DATA_DIRECTORY.size <= optional_size
+            rva_count > _RESOURCE_DIRECTORY_INDEX
+            and directory_at + _DATA_DIRECTORY_SIZE <= optional_size
         ):
-            self.resource_rva = DATA_DIRECTORY.get(optional, directory_at, "VirtualAddress")
-            self.resource_size = DATA_DIRECTORY.get(optional, directory_at, "Size")
-        entry = SECTION_HEADER
-        headers = source.read(
-            optional_offset + optional_size, entry.size * sections, "the section table"
+            self.resource_rva = _u32(optional, directory_at)
+            self.resource_size = _u32(optional, directory_at + _DIRECTORY_SIZE_FIELD)
+        table = source.read(
+            optional_offset + optional_size, _SECTION_SIZE * sections, "the section table"
         )
         self.sections = [
-            tuple(
-                entry.get(headers, entry.size * index, field)
-                for field in (
-                    "Misc_VirtualSize",
-                    "VirtualAddress",
-                    "SizeOfRawData",
-                    "PointerToRawData",
-                )
-            )
+            tuple(_u32(table, _SECTION_SIZE * index + field) for field in _SECTION_FIELDS)
             for index in range(sections)
         ]
 
@@ -344,16 +187,13 @@ class _Walker:
     def directory(self, offset: int, level: int) -> list[tuple[int | str, int, bool]]:
         """Entries of the directory at ``offset``: (id or name, target offset, is_directory)."""
         what = f"resource directory (level {level}) at offset {offset:#x}"
-        table, entry = RESOURCE_DIRECTORY, RESOURCE_DIRECTORY_ENTRY
-        header = self._read(offset, table.size, what)
-        count = table.get(header, 0, "NumberOfNamedEntries") + table.get(
-            header, 0, "NumberOfIdEntries"
-        )
-        body = self._read(offset + table.size, entry.size * count, what + " entries")
+        header = self._read(offset, _DIR_SIZE, what)
+        count = _u16(header, _NAMED_ENTRIES) + _u16(header, _ID_ENTRIES)
+        body = self._read(offset + _DIR_SIZE, _ENTRY_SIZE * count, what + " entries")
         entries: list[tuple[int | str, int, bool]] = []
         for index in range(count):
-            key = entry.get(body, entry.size * index, "Name")
-            target = entry.get(body, entry.size * index, "OffsetToData")
+            key = _u32(body, _ENTRY_SIZE * index)
+            target = _u32(body, _ENTRY_SIZE * index + _ENTRY_TARGET)
             name: int | str
             if key & _HIGH:
                 name = self.name(key & ~_HIGH)
@@ -368,15 +208,13 @@ class _Walker:
         return entries
 
     def name(self, offset: int) -> str:
-        string = RESOURCE_DIR_STRING
-        length = string.get(self._read(offset, string.size, "resource name length"), 0, "Length")
-        raw = self._read(offset + string.size, 2 * length, "resource name")
+        length = _u16(self._read(offset, _NAME_LENGTH_SIZE, "resource name length"), 0)
+        raw = self._read(offset + _NAME_LENGTH_SIZE, 2 * length, "resource name")
         return raw.decode("utf-16-le", "surrogatepass")
 
     def data(self, offset: int) -> bytes:
-        table = RESOURCE_DATA_ENTRY
-        entry = self._read(offset, table.size, "resource data entry")
-        rva, size = table.get(entry, 0, "OffsetToData"), table.get(entry, 0, "Size")
+        entry = self._read(offset, _DATA_SIZE, "resource data entry")
+        rva, size = _u32(entry, 0), _u32(entry, _DATA_ENTRY_SIZE_FIELD)
         location = self.image.rva_to_offset(rva, size, "resource data")
         return self.image.source.read(location, size, f"resource data at RVA {rva:#x}")
 

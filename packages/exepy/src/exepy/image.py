@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import pefile
-from embeddedimport.pe import (
+from embeddedimport.petables import (
     DATA_DIRECTORY,
     DEBUG_DIRECTORY,
     DOS_HEADER,
@@ -43,7 +43,7 @@ IMAGE_SCN_MEM_READ = 0x40000000
 IMAGE_SUBSYSTEM_WINDOWS_GUI = 2
 IMAGE_SUBSYSTEM_WINDOWS_CUI = 3
 _MACHINES = {0x14C: "x86", 0x8664: "x64", 0xAA64: "ARM64", 0x1C4: "ARM"}
-# Every header offset here comes from embeddedimport.pe's tables (pefile's field names):
+# Every header offset here comes from embeddedimport.petables (pefile's field names):
 # one description of the PE layout for both packages (embeddedimport may not import exepy).
 
 

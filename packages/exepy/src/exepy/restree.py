@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable, Mapping
 
-from embeddedimport.pe import (
+from embeddedimport.petables import (
     RESOURCE_DATA_ENTRY,
     RESOURCE_DIR_STRING,
     RESOURCE_DIRECTORY,
@@ -50,7 +50,7 @@ RESOURCE_TYPES: dict[int, str] = {
     24: "RT_MANIFEST",
 }
 
-# The layouts come from embeddedimport.pe's tables (pefile's field names, in order).
+# The layouts come from embeddedimport.petables' tables (pefile's field names, in order).
 _DIRECTORY = struct.Struct(RESOURCE_DIRECTORY.format)
 _ENTRY = struct.Struct(RESOURCE_DIRECTORY_ENTRY.format)
 _DATA_ENTRY = struct.Struct(RESOURCE_DATA_ENTRY.format)

@@ -11,7 +11,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from embeddedimport.pe import Structure
+from embeddedimport.petables import Structure
 
 from exepy.editor import ResourceEditor
 from exepy.restree import ResourceKey
@@ -32,13 +32,10 @@ class ResourceFormatError(ValueError):
 
 # A .ico file is an ICONDIR, its ICONDIRENTRYs, then the images; an RT_GROUP_ICON resource
 # is the same ICONDIR followed by GRPICONDIRENTRYs that name RT_ICON ids instead of offsets.
-ICONDIR = Structure("ICONDIR", ("H,idReserved", "H,idType", "H,idCount"))
-_ICON_FIELDS = (
-    "B,bWidth", "B,bHeight", "B,bColorCount", "B,bReserved", "H,wPlanes", "H,wBitCount",
-    "I,dwBytesInRes",
-)  # fmt: skip
-ICONDIRENTRY = Structure("ICONDIRENTRY", (*_ICON_FIELDS, "I,dwImageOffset"))
-GRPICONDIRENTRY = Structure("GRPICONDIRENTRY", (*_ICON_FIELDS, "H,nId"))
+ICONDIR = Structure("ICONDIR", "H,idReserved H,idType H,idCount")
+_ICON_FIELDS = "B,bWidth B,bHeight B,bColorCount B,bReserved H,wPlanes H,wBitCount I,dwBytesInRes"
+ICONDIRENTRY = Structure("ICONDIRENTRY", _ICON_FIELDS + " I,dwImageOffset")
+GRPICONDIRENTRY = Structure("GRPICONDIRENTRY", _ICON_FIELDS + " H,nId")
 _ICONDIR = struct.Struct(ICONDIR.format)
 _ICONDIRENTRY = struct.Struct(ICONDIRENTRY.format)
 _GRPICONDIRENTRY = struct.Struct(GRPICONDIRENTRY.format)
