@@ -320,7 +320,13 @@ def bench_config(
         runners["OpenVINO f32, convert_model(torch)"] = lambda: direct(feeds)[direct.output(0)]
 
     errors = {k: float(np.abs(np.asarray(fn()) - reference).max()) for k, fn in runners.items()}
-    times = interleaved_times(runners, repeats)
+    # One runtime at a time: OpenVINO's worker threads keep spinning after a request and
+    # slowed onnxruntime's own multi-threaded native kernel when all rows were interleaved
+    # (it made native DeformConv look ~1.6x slower than when measured alone).
+    times: dict[str, list[float]] = {}
+    for prefix in ("torchvision", "onnxruntime", "OpenVINO"):
+        group = {k: fn for k, fn in runners.items() if k.startswith(prefix)}
+        times.update(interleaved_times(group, repeats))
     rows = {k: statistics.median(v) for k, v in times.items()}
     width = max(len(k) for k in rows)
     print(
