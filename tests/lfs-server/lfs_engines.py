@@ -19,7 +19,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -27,6 +26,7 @@ import uuid
 from pathlib import Path
 
 import requests
+from support import free_port  # one copy for every package's tests
 
 CEPH_COMMANDS = (
     "ceph-mon", "ceph-mgr", "ceph-osd", "radosgw", "radosgw-admin", "ceph", "monmaptool",
@@ -38,13 +38,6 @@ SECRET_KEY = "lfstestsecretkey000000000000000000000001"
 
 class EngineError(Exception):
     """An engine could not start; the message names what is missing or what failed."""
-
-
-def free_port() -> int:
-    """A free TCP port on loopback."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _wait(what: str, check: object, timeout: float, log: Path | None = None) -> None:
