@@ -573,18 +573,19 @@ def test_python_m_and_version() -> None:
 
 def test_ctrl_c_during_build_leaves_nothing(project: Path) -> None:
     found = _runtime("3.13")
-    command = [sys.executable, "-m", "exepy", "build", "app.exe", "hello.py"]
+    # 16 MB of incompressible data: zlib level 9 over it plus compressing the runtime's
+    # binaries keeps the build busy for seconds, long after the interpreter has started.
+    (project / "big.bin").write_bytes(os.urandom(16 << 20))
+    command = [sys.executable, "-m", "exepy", "build", "app.exe", "hello.py", "big.bin"]
     command += ["--runtime", found.version, "--onefile"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # Wait until the build is under way (the module imports are done), then interrupt it:
-    # compressing the runtime's binaries takes seconds.
-    time.sleep(1.2)
+    time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=120)
     if proc.returncode == 0:
         pytest.fail("the build finished before the interrupt; the machine is faster than assumed")
     assert (proc.returncode, out, err) == (130, "", "exepy: interrupted\n")
-    assert sorted(p.name for p in project.iterdir()) == ["hello.py"]
+    assert sorted(p.name for p in project.iterdir()) == ["big.bin", "hello.py"]
 
 
 def test_wheels_pure_in_binary_refused(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

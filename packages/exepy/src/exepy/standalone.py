@@ -17,6 +17,7 @@ The exe is ``launcher-win-amd64.exe`` (our C, ``packages/exepy/launcher/launcher
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
@@ -172,14 +173,17 @@ def stdlib_zip(runtime: Runtime, bytecode: list[tuple[str, bytes]] | None) -> by
     return data.getvalue()
 
 
+@functools.lru_cache(maxsize=4)
 def runtime_payload(runtime: Runtime) -> bytes:
-    """The binaries of *runtime* in the launcher's resource 203 format."""
+    """The binaries of *runtime* in the launcher's resource 203 format (kept per runtime:
+    compressing 16 MB of DLLs takes seconds)."""
     parts = [_PAYLOAD_MAGIC]
     files = runtime.binaries()
     parts.append(struct.pack("<I", len(files)))
     for path in files:
         raw = path.read_bytes()
-        packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+        # Level 6: level 9 takes 2.5 times as long for 0.4 % less.
+        packer = zlib.compressobj(6, zlib.DEFLATED, -15)
         packed = packer.compress(raw) + packer.flush()
         name = path.name.encode("utf-16-le")
         parts.append(struct.pack("<H", len(name) // 2) + name)
