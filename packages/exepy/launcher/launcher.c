@@ -126,9 +126,13 @@ typedef struct {
     int error;
 } Inflate;
 
+/* count/symbol: the canonical code, decoded bit by bit (puff's way); fast: for codes of
+ * up to FAST_BITS bits, indexed by the next FAST_BITS input bits, (length << 9) | symbol. */
+#define FAST_BITS 9
 typedef struct {
     short count[16];
     short symbol[288];
+    unsigned short fast[1 << FAST_BITS];
 } Huffman;
 
 static int get_bits(Inflate *s, int need)
@@ -162,10 +166,31 @@ static int build_huffman(Huffman *h, const short *lengths, int n)
     for (symbol = 0; symbol < n; symbol++)
         if (lengths[symbol] != 0)
             h->symbol[offsets[lengths[symbol]]++] = (short)symbol;
+    /* The lookup table: canonical codes, bit-reversed (deflate sends them MSB first into an
+     * LSB-first stream). */
+    memset(h->fast, 0, sizeof h->fast);
+    int next[16], code = 0;
+    for (len = 1; len < 16; len++) {
+        code = (code + h->count[len - 1]) << 1;
+        next[len] = code;
+    }
+    for (symbol = 0; symbol < n; symbol++) {
+        len = lengths[symbol];
+        if (len == 0)
+            continue;
+        int value = next[len]++;
+        if (len > FAST_BITS)
+            continue;
+        int reversed = 0, bit;
+        for (bit = 0; bit < len; bit++)
+            reversed |= ((value >> bit) & 1) << (len - 1 - bit);
+        for (; reversed < (1 << FAST_BITS); reversed += 1 << len)
+            h->fast[reversed] = (unsigned short)((len << 9) | symbol);
+    }
     return 0;
 }
 
-static int decode(Inflate *s, const Huffman *h)
+static int decode_slow(Inflate *s, const Huffman *h)
 {
     int code = 0, first = 0, index = 0, len;
     for (len = 1; len <= 15; len++) {
@@ -182,6 +207,22 @@ static int decode(Inflate *s, const Huffman *h)
     }
     s->error = 1;
     return 0;
+}
+
+static int decode(Inflate *s, const Huffman *h)
+{
+    while (s->bit_count < FAST_BITS && s->in_pos < s->in_len) {
+        s->bit_buf |= (uint32_t)s->in[s->in_pos++] << s->bit_count;
+        s->bit_count += 8;
+    }
+    unsigned entry = h->fast[s->bit_buf & ((1u << FAST_BITS) - 1)];
+    int len = (int)(entry >> 9);
+    if (len != 0 && len <= s->bit_count) {
+        s->bit_buf >>= len;
+        s->bit_count -= len;
+        return (int)(entry & 511);
+    }
+    return decode_slow(s, h);
 }
 
 static const short LENGTH_BASE[29] = {3,  4,  5,  6,  7,  8,  9,  10,  11,  13,  15,  17,  19,  23, 27,
