@@ -497,6 +497,27 @@ def test_runtime_fetch_from_a_folder_and_list(
     assert out.split() == [found.version, str(cached)]
     code, _, err = run_cli(["runtime", "fetch", "3.11", "--from", str(found.path)], capsys)
     assert code == 2 and f"holds CPython {found.version}, not 3.11" in err
+    # python.org's embeddable zip: the files at the top of the archive
+    import zipfile
+
+    archive = tmp_path / f"python-{found.version}-embed-amd64.zip"
+    with zipfile.ZipFile(archive, "w") as out_zip:
+        for file in found.path.iterdir():
+            out_zip.write(file, file.name)
+    shutil.rmtree(cached)
+    code, out, err = run_cli(["runtime", "fetch", "--from", str(archive)], capsys)
+    assert (code, err, out.strip()) == (0, "", str(cached))
+    assert runtime.inspect_runtime(cached).version == found.version
+    # a 32-bit distribution is refused, naming the machine
+    (tmp_path / "x86").mkdir()
+    for file in found.path.iterdir():
+        shutil.copy(file, tmp_path / "x86" / file.name)
+    exe = bytearray((tmp_path / "x86" / "python.exe").read_bytes())
+    pe_offset = int.from_bytes(exe[0x3C:0x40], "little")
+    exe[pe_offset + 4 : pe_offset + 6] = (0x14C).to_bytes(2, "little")
+    (tmp_path / "x86" / "python.exe").write_bytes(bytes(exe))
+    code, _, err = run_cli(["runtime", "fetch", "--from", str(tmp_path / "x86")], capsys)
+    assert code == 2 and "is for machine 0x14c; exepy's launcher is x64" in err
 
 
 def test_unwritable_output_names_the_target(project: Path, tmp_path: Path) -> None:
