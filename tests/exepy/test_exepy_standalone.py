@@ -71,6 +71,7 @@ def main():
         "ctypes": ctypes.sizeof(ctypes.c_void_p),
         "json_file": json.__file__,
         "runtime_file": sys.modules["embeddedimport.runtime"].__file__,
+        "runtime_loader": type(sys.modules["embeddedimport.runtime"].__loader__).__name__,
         "executable": sys.executable,
         "main_file": __file__,
         "path": sys.path,
@@ -273,8 +274,10 @@ def _check_report(report: dict[str, object], exe: Path, built: Built, argv: list
     assert str(report["json_file"]).endswith(exe.name + "\\json\\__init__.pyc")
     assert report["cwd_evil"] is False
     assert report["wheel"] == "from a wheel and its purelib"
-    # embeddedimport runs from bytecode its runtime compiled at build time (not from source)
-    assert str(report["runtime_file"]).endswith(exe.name + "\\embeddedimport\\runtime.pyc")
+    # embeddedimport runs from bytecode its runtime compiled at build time (not from
+    # source), served from the start-up table
+    assert str(report["runtime_file"]).endswith(exe.name + "\\embeddedimport\\runtime.py")
+    assert report["runtime_loader"] == "_BootTable"
 
 
 def test_onedir_holds_only_binaries_beside_the_exe(built: Built) -> None:

@@ -16,7 +16,8 @@ TYPE_CHECKING = False  # not typing's: no typing import on the start-up path
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from types import FrameType
+    from types import CodeType, FrameType
+    from typing import Any
 
 __all__ = ["standalone", "start"]
 
@@ -67,6 +68,7 @@ def standalone() -> None:
     of a ``.pth`` hook: there is no ``site`` to wait for, and CPython's own shutdown runs
     after the ``SystemExit`` this raises (the launcher's ``PyRun_SimpleString`` exits).
     """
+    _use_boot_table()
     from .bundle import BundleError
     from .importer import Bundle, BundleNotFoundError
     from .runtime import exit_status, launch, report
@@ -82,6 +84,63 @@ def standalone() -> None:
     except BaseException as exc:  # everything, as CPython's main loop does
         error = exc
     raise SystemExit(exit_status(error, report))
+
+
+BOOT_TABLE = "embeddedimport/_boot.marshal"
+"""The zip entry (beside the standard library) of the start-up modules' code table."""
+
+
+def _use_boot_table() -> None:
+    """Serve the rest of the start-up's modules from one table in the exe's zip, if any.
+
+    exepy puts ``{name: (path, code object)}`` there, compiled by the runtime's own
+    CPython: the rest of embeddedimport and the few standard modules it needs. One read
+    and one ``marshal.loads`` instead of a zip lookup, read and inflate per module, which
+    costs ~2 ms each under Wine. ``sys.path[0]`` is the zip (the launcher put it there).
+    """
+    import marshal
+    import zipimport
+
+    entry = sys.path[0] if sys.path else ""
+    try:
+        # The exe's own zip, written by exepy with the runtime's compiler: as trusted as
+        # the standard library beside it.
+        table = marshal.loads(zipimport.zipimporter(entry).get_data(BOOT_TABLE))  # noqa: S302
+    except (ImportError, OSError, ValueError, EOFError, TypeError):
+        return
+    if isinstance(table, dict):
+        sys.meta_path.insert(0, _BootTable(table, entry))
+
+
+class _BootTable:
+    """A meta path finder and loader over ``{name: (path in the zip, code)}``; a path
+    ending in ``/__init__.py`` is a package whose other submodules come from the zip."""
+
+    def __init__(self, table: "dict[str, tuple[str, CodeType]]", entry: str) -> None:
+        self._table = table
+        self._entry = entry
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> "Any":
+        found = self._table.get(name)
+        if found is None:
+            return None
+        origin = self._entry + os.sep + found[0].replace("/", os.sep)
+        spec = type(__spec__)(  # importlib.machinery.ModuleSpec, without importing importlib
+            name,
+            self,  # type: ignore[arg-type]
+            origin=origin,
+        )
+        spec.has_location = True
+        if found[0].endswith("/__init__.py"):  # a package: its submodules stay in the zip
+            spec.submodule_search_locations = [origin.rpartition(os.sep)[0]]
+        return spec
+
+    def create_module(self, spec: object) -> None:
+        return None
+
+    def exec_module(self, module: "Any") -> None:
+        _, code = self._table[module.__name__]
+        exec(code, module.__dict__)  # noqa: S102 - the module's own compiled code
 
 
 def _after_site(action: "Callable[[], None]") -> None:
