@@ -128,7 +128,9 @@ def _s3_blocks(config: Config) -> tuple[str, str]:
             proxy_hide_header x-amz-id-2;
             proxy_hide_header x-rgw-object-type;
             proxy_max_temp_file_size 0;
-            proxy_buffers 32 64k;
+            proxy_buffer_size 256k;
+            proxy_buffers 16 256k;
+            proxy_busy_buffers_size 1m;
             proxy_read_timeout 600s;
             proxy_intercept_errors on;
             error_page 404 /_lfs_error/404;

@@ -195,6 +195,7 @@ class PgUserDB(UserDB):
         for name, password_hash, permissions in rows:
             grants = permissions if isinstance(permissions, dict) else json.loads(permissions)
             db.users[name] = User(name, password_hash, dict(grants))
+        db._db.close()  # reopened by save(); a node reloads users rarely
         return db
 
     def save(self) -> None:

@@ -19,7 +19,7 @@ from flask import Response, current_app, g, request
 
 from lfs_server.authcache import SharedAuthCache
 from lfs_server.config import Config
-from lfs_server.locks import LockDB
+from lfs_server.locks import DatabaseUnavailable, LockDB
 from lfs_server.metrics import Metrics
 from lfs_server.storage import ObjectStore
 from lfs_server.tokens import TokenError, TokenSigner
@@ -64,7 +64,13 @@ class Services:
                 from lfs_server.pgdb import PgUsersVersion
 
                 self._users_version = PgUsersVersion(self.config.database_url)
-            mtime = float(self._users_version())
+            try:
+                mtime = float(self._users_version())
+            except DatabaseUnavailable:
+                if self._users is None:
+                    raise
+                # The database is away: logins go on with the users known a moment ago.
+                return self._users
             self._users_checked = now
         else:
             try:
