@@ -639,3 +639,29 @@ def test_wheels_pure_in_binary_refused(project: Path, capsys: pytest.CaptureFixt
     (project / "reqs.txt").write_text(f"{binary}\n")
     code, _, err = run_cli([*args, "-f"], capsys)
     assert code == 2 and "binwheel-1.0-cp313-cp313-win_amd64.whl is a binary wheel" in err
+
+
+def test_without_wine_the_app_compiles_embeddedimport_at_start(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    wine_prefix: WinePrefix,
+) -> None:
+    found = _runtime("3.13")
+    # No bytecode cache, and no python.exe to run: the build warns and ships sources only.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(standalone.shutil, "which", lambda *args, **kwargs: None)
+    (tmp_path / "hello.py").write_text("import sys\nprint('hello', sys.version_info[:2])\n")
+    result = standalone.build_standalone(
+        tmp_path / "dist", Path("hello.py"), runtime=found, cwd=tmp_path
+    )
+    assert any("Wine is missing" in note for note in result.warnings), result.warnings
+    import zipfile
+
+    with zipfile.ZipFile(result.exe) as archive:
+        names = set(archive.namelist())
+    assert "embeddedimport/runtime.py" in names
+    assert "embeddedimport/runtime.pyc" not in names and standalone._BOOT_TABLE not in names
+    monkeypatch.undo()
+    proc = wine_prefix.run([str(result.exe)])
+    assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
+    assert proc.stdout.decode().strip() == "hello (3, 13)"

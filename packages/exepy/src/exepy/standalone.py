@@ -36,6 +36,7 @@ from pathlib import Path
 
 import embeddedimport
 from embeddedimport import bundle
+from embeddedimport._startup import BOOT_TABLE as _BOOT_TABLE
 
 from exepy import image, winres
 from exepy.build import BuildError, _absolute, _read, collect_files, main_module, write_output
@@ -99,7 +100,7 @@ with zipfile.ZipFile(target + ".part", "w") as out:
         package = spec.submodule_search_locations is not None
         path = name.replace(".", "/") + ("/__init__.py" if package else ".py")
         boot[name] = (path, spec.loader.get_code(name))
-    out.writestr("embeddedimport/_boot.marshal", marshal.dumps(boot))
+    out.writestr(BOOT_TABLE, marshal.dumps(boot))
 os.replace(target + ".part", target)
 """
 # The modules a standalone app's start-up imports after embeddedimport._startup: served from
@@ -112,7 +113,7 @@ _BOOT_STDLIB = ("__future__", "importlib", "struct", "encodings.utf_16_le")
 def _compile_script() -> str:
     return (
         f"BOOT_EMBEDDEDIMPORT = {_BOOT_EMBEDDEDIMPORT!r}\nBOOT_STDLIB = {_BOOT_STDLIB!r}\n"
-        + _COMPILE
+        f"BOOT_TABLE = {_BOOT_TABLE!r}\n" + _COMPILE
     )
 
 
