@@ -186,12 +186,20 @@ def test_offsets_from_a_strided_slice_run_at_another_size(dynamo: bool, runtime:
 
 
 def test_columns_auto_follows_the_static_output_size() -> None:
-    from deform_conv2d_onnx_exporter.graph import MATMUL_MAX_PIXELS, columns_for_output_size
+    from deform_conv2d_onnx_exporter.graph import (
+        MATMUL_MAX_INNER,
+        MATMUL_MAX_PIXELS,
+        columns_for_output_size,
+    )
 
-    assert columns_for_output_size("auto", None) == "conv"
-    assert columns_for_output_size("auto", (64, None)) == "conv"
-    assert columns_for_output_size("auto", (64, MATMUL_MAX_PIXELS // 64)) == "matmul"
-    assert columns_for_output_size("auto", (64, MATMUL_MAX_PIXELS // 64 + 1)) == "conv"
+    small = MATMUL_MAX_INNER
+    assert columns_for_output_size("auto", None, small) == "conv"
+    assert columns_for_output_size("auto", (64, None), small) == "conv"
+    assert columns_for_output_size("auto", (64, MATMUL_MAX_PIXELS // 64), small) == "matmul"
+    assert columns_for_output_size("auto", (64, MATMUL_MAX_PIXELS // 64 + 1), small) == "conv"
+    # A long inner size (128 channels, 3x3) or an unknown one: the Conv form.
+    assert columns_for_output_size("auto", (48, 48), 2 * MATMUL_MAX_INNER) == "conv"
+    assert columns_for_output_size("auto", (48, 48), None) == "conv"
     assert columns_for_output_size("conv", (2, 2)) == "conv"
     with pytest.raises(ValueError, match=r"columns must be 'auto', 'conv' or 'matmul', got 'gemm'"):
         columns_for_output_size("gemm", None)

@@ -44,6 +44,8 @@ GRIDSAMPLE_OPSET = 16
 COLUMN_OPS = ("conv", "matmul")
 #: Largest Ho*Wo for which ``"auto"`` picks MatMul (see :func:`columns_for_output_size`).
 MATMUL_MAX_PIXELS = 4096
+#: Largest GEMM inner size C/group*kh*kw for which ``"auto"`` picks MatMul.
+MATMUL_MAX_INNER = 576
 
 _FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 _FLOAT32 = np.dtype(np.float32)
@@ -157,6 +159,12 @@ class DeformConvSpec:
         shape = None
         if input_shape is not None and len(input_shape) == 4:
             shape = tuple(d if isinstance(d, int) and d >= 1 else None for d in input_shape)
+        channels = None if shape is None else shape[1]
+        inner = (
+            None
+            if channels is None
+            else channels // max(int(groups), 1) * int(kernel_shape[0]) * int(kernel_shape[1])
+        )
         return cls(
             kernel_shape=(int(kernel_shape[0]), int(kernel_shape[1])),
             strides=(int(stride_h), int(stride_w)),
@@ -167,7 +175,7 @@ class DeformConvSpec:
             has_mask=bool(use_mask),
             has_bias=has_bias,
             dtype=np.dtype(dtype),
-            columns=columns_for_output_size(columns, offset_hw),
+            columns=columns_for_output_size(columns, offset_hw, inner),
             input_shape=shape,  # type: ignore[arg-type]
         )
 
@@ -185,21 +193,29 @@ class DeformConvSpec:
         return ky.astype(self.dtype), kx.astype(self.dtype)
 
 
-def columns_for_output_size(columns: str, out_hw: tuple[int | None, int | None] | None) -> str:
-    """Resolve ``columns="auto"`` from the output size known at export time, if any.
+def columns_for_output_size(
+    columns: str, out_hw: tuple[int | None, int | None] | None, inner: int | None = None
+) -> str:
+    """Resolve ``columns="auto"`` from what is known at export time.
 
-    Measured on this project's CPU (AVX2, 1-2 threads): onnxruntime runs both forms at the
-    same speed or MatMul slightly faster; OpenVINO runs MatMul ~1.5-2x faster for small
-    outputs (no layout Reorder around its 1x1 Convolution) but its MatMul drops from ~65 to
-    ~27 GFLOP/s once Ho*Wo grows to ~9000, where the Conv form stays at ~60. So "auto" is
-    MatMul when Ho*Wo is known and at most :data:`MATMUL_MAX_PIXELS`, Conv otherwise
-    (dynamic sizes included).
+    *out_hw* is the static output size (if known) and *inner* the GEMM's inner size
+    ``C/group * kh * kw`` (if known). Measured on this project's CPU (2 threads, per-round
+    ratios, S = 64 channels at 64x64, M = 128 channels at 48x48): onnxruntime and OpenVINO run
+    the MatMul form faster for small outputs with a short inner size (S: 1.27x vs 1.38x native
+    in onnxruntime, and ~0.75x of Conv's time in OpenVINO), but the grouped 1x1 Conv faster once
+    the inner size doubles (M: Conv 1.14-1.36x vs MatMul 1.24-1.51x native in onnxruntime, and
+    0.73-0.86x of MatMul's time in OpenVINO), and OpenVINO's MatMul also drops from ~65 to
+    ~27 GFLOP/s once Ho*Wo reaches ~9000. So "auto" is MatMul when Ho*Wo is known and at most
+    :data:`MATMUL_MAX_PIXELS` and the inner size is known and at most
+    :data:`MATMUL_MAX_INNER`; Conv otherwise (dynamic sizes included).
     """
     if columns != "auto":
         if columns not in COLUMN_OPS:
             raise ValueError(f"columns must be 'auto', 'conv' or 'matmul', got {columns!r}")
         return columns
     if out_hw is None or out_hw[0] is None or out_hw[1] is None:
+        return "conv"
+    if inner is None or inner > MATMUL_MAX_INNER:
         return "conv"
     return "matmul" if out_hw[0] * out_hw[1] <= MATMUL_MAX_PIXELS else "conv"
 

@@ -117,6 +117,14 @@ def _static_hw(type_proto: onnx.TypeProto | None) -> tuple[int | None, int | Non
     return tuple(d if d > 0 else None for d in shape[2:])  # type: ignore[return-value]
 
 
+def _inner_size(type_proto: onnx.TypeProto | None) -> int | None:
+    """The GEMM inner size C/group * kh * kw from the weight's static shape, if known."""
+    shape = _static_shape(type_proto)
+    if shape is None or len(shape) != 4 or min(shape[1:]) < 1:
+        return None
+    return shape[1] * shape[2] * shape[3]
+
+
 def _input_shape(type_proto: onnx.TypeProto | None) -> tuple[int | None, ...] | None:
     shape = _static_shape(type_proto)
     if shape is None or len(shape) != 4:
@@ -164,7 +172,9 @@ def _spec_for(
             has_mask=bool(mask_name),
             has_bias=bool(bias_name),
             dtype=dtype,
-            columns=columns_for_output_size(columns, _static_hw(types.get(offset_name))),
+            columns=columns_for_output_size(
+                columns, _static_hw(types.get(offset_name)), _inner_size(types.get(w_name))
+            ),
             input_shape=_input_shape(types.get(x_name)),  # type: ignore[arg-type]
         )
     except ValueError as exc:
