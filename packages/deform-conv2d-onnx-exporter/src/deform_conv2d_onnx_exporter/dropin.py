@@ -146,11 +146,13 @@ def _export(original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
     f = bound.pop("f", None)
     try:
         return export_checked(model, example, f, opset=opset, table=table, **bound)
-    except OpsetConversionError as exc:
+    except OpsetConversionError:
         if bound.get("dynamic_shapes") is not None or not isinstance(model, torch.nn.Module):
             raise
         warnings.warn(
-            f"{exc}. Exporting with dynamo=False (the TorchScript exporter) instead.",
+            f"torch's dynamo exporter cannot bring this model down to opset {opset} (onnx's "
+            "version converter has no down-adapter for Reshape below opset 14 or Shape below "
+            "15); exporting with dynamo=False (the TorchScript exporter) instead",
             UserWarning,
             stacklevel=3,
         )
