@@ -28,6 +28,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from exepy.image import PEError, read_layout
+
 __all__ = [
     "PythonRuntimeError",
     "Runtime",
@@ -94,16 +96,6 @@ def _dll_version(data: bytes) -> str | None:
     return f"{ms >> 16}.{ms & 0xFFFF}.{(ls >> 16) // 1000}"
 
 
-def _pe_machine(data: bytes) -> int | None:
-    if data[:2] != b"MZ" or len(data) < 64:
-        return None
-    (offset,) = struct.unpack_from("<I", data, 0x3C)
-    if data[offset : offset + 4] != b"PE\0\0":
-        return None
-    (machine,) = struct.unpack_from("<H", data, offset + 4)
-    return int(machine)
-
-
 def inspect_runtime(folder: Path) -> Runtime:
     """Check that *folder* holds a Windows x64 embeddable CPython; return what it is.
 
@@ -127,9 +119,10 @@ def inspect_runtime(folder: Path) -> Runtime:
             )
     for name in ("python.exe", dll):
         data = (folder / name).read_bytes()
-        machine = _pe_machine(data)
-        if machine is None:
-            raise PythonRuntimeError(f"{folder / name} is not a Windows PE file")
+        try:
+            machine = read_layout(data).machine
+        except PEError:
+            raise PythonRuntimeError(f"{folder / name} is not a Windows PE file") from None
         if machine != _MACHINE_AMD64:
             raise PythonRuntimeError(
                 f"{folder / name} is for machine {machine:#x}; exepy's launcher is x64 "
