@@ -127,10 +127,11 @@ def _s3_blocks(config: Config) -> tuple[str, str]:
             proxy_hide_header x-amz-request-id;
             proxy_hide_header x-amz-id-2;
             proxy_hide_header x-rgw-object-type;
-            proxy_max_temp_file_size 0;
-            proxy_buffer_size 256k;
-            proxy_buffers 16 256k;
-            proxy_busy_buffers_size 1m;
+            # Unbuffered, in 1 MiB reads: measured 0.91-0.93x of a direct presigned GET for
+            # 300 MiB on an idle machine, against 0.88-0.91x with 16 x 256k buffers.
+            proxy_buffering off;
+            proxy_buffer_size 1m;
+            proxy_buffers 4 1m;
             proxy_read_timeout 600s;
             proxy_intercept_errors on;
             error_page 404 /_lfs_error/404;
