@@ -80,17 +80,23 @@ def export_models(settings: Settings, summary: Summary) -> dict[str, Path]:
         "dynamo-decomposed": out / "dynamo_decomposed.onnx",
         "native-lowered": out / "native_lowered.onnx",
     }
+    # Registration patches torch.onnx.export process-wide (the 1.2.0 contract); undo it so
+    # whatever runs next in this process (tests/integration runs the demo in-process) meets
+    # torch's own exporter.
     dce.register_deform_conv2d_onnx_op()
-    torch.onnx.export(
-        model,
-        (x,),
-        str(files["torchscript-decomposed"]),
-        dynamo=False,
-        opset_version=16,
-        input_names=["x"],
-        output_names=["logits"],
-        dynamic_axes={"x": {0: "batch", 2: "height", 3: "width"}},
-    )
+    try:
+        torch.onnx.export(
+            model,
+            (x,),
+            str(files["torchscript-decomposed"]),
+            dynamo=False,
+            opset_version=16,
+            input_names=["x"],
+            output_names=["logits"],
+            dynamic_axes={"x": {0: "batch", 2: "height", 3: "width"}},
+        )
+    finally:
+        dce.unregister_deform_conv2d_onnx_op()
     dce.export(model, (x,), files["dynamo-native"], opset_version=19, input_names=["x"])
     dce.export(
         model,
