@@ -160,17 +160,9 @@ def build_exe(
     editor.remove(bundle.RT_RCDATA, bundle.COMMAND_ID)
     if argv is not None:
         editor.set(bundle.RT_RCDATA, bundle.COMMAND_ID, bundle.pack_command(argv))
-    try:
-        if icon is not None:
-            winres.apply_icon(editor, _read(icon, cwd, "icon"))
-        if version:
-            winres.apply_version_info(editor, version)
-        if manifest is not None:
-            winres.apply_manifest(editor, _read(manifest, cwd, "manifest"))
-    except winres.ResourceFormatError as exc:
-        raise BuildError(str(exc)) from None
-    if windowed:
-        editor.subsystem = image.IMAGE_SUBSYSTEM_WINDOWS_GUI
+    apply_app_resources(
+        editor, cwd, icon=icon, version=version, manifest=manifest, windowed=windowed
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SignatureRemovedWarning)
         data = editor.to_bytes()
@@ -197,6 +189,31 @@ def _check_output_folder(given: Path, target: Path) -> None:
     if not folder.is_dir():
         what = "is a file, not a folder" if folder.exists() else "does not exist"
         raise BuildError(f"the output folder {folder} {what}; create it first")
+
+
+def apply_app_resources(
+    editor: ResourceEditor,
+    cwd: Path,
+    *,
+    icon: Path | None,
+    version: Mapping[str, str] | None,
+    manifest: Path | None,
+    windowed: bool,
+) -> None:
+    """Put the icon, version info and manifest (paths relative to *cwd*) into *editor*, and
+    mark it a GUI program when *windowed*; used by both the plain and the standalone build.
+    """
+    try:
+        if icon is not None:
+            winres.apply_icon(editor, _read(icon, cwd, "icon"))
+        if version:
+            winres.apply_version_info(editor, version)
+        if manifest is not None:
+            winres.apply_manifest(editor, _read(manifest, cwd, "manifest"))
+    except winres.ResourceFormatError as exc:
+        raise BuildError(str(exc)) from None
+    if windowed:
+        editor.subsystem = image.IMAGE_SUBSYSTEM_WINDOWS_GUI
 
 
 def _read(path: Path, cwd: Path, what: str) -> bytes:

@@ -38,8 +38,14 @@ import embeddedimport
 from embeddedimport import bundle
 from embeddedimport._startup import BOOT_TABLE as _BOOT_TABLE
 
-from exepy import image, winres
-from exepy.build import BuildError, _absolute, _read, collect_files, main_module, write_output
+from exepy.build import (
+    BuildError,
+    _absolute,
+    apply_app_resources,
+    collect_files,
+    main_module,
+    write_output,
+)
 from exepy.editor import ResourceEditor, SignatureRemovedWarning
 from exepy.runtime import Runtime, cache_root
 from exepy.wheels import WheelError, download_requirements, wheel_files
@@ -284,17 +290,9 @@ def build_standalone(
         editor.set(bundle.RT_RCDATA, CONFIG_ID, _config(runtime, "onefile", key))
     else:
         editor.set(bundle.RT_RCDATA, CONFIG_ID, _config(runtime, "onedir", ""))
-    try:
-        if icon is not None:
-            winres.apply_icon(editor, _read(icon, cwd, "icon"))
-        if version:
-            winres.apply_version_info(editor, version)
-        if manifest is not None:
-            winres.apply_manifest(editor, _read(manifest, cwd, "manifest"))
-    except winres.ResourceFormatError as exc:
-        raise BuildError(str(exc)) from None
-    if windowed:
-        editor.subsystem = image.IMAGE_SUBSYSTEM_WINDOWS_GUI
+    apply_app_resources(
+        editor, cwd, icon=icon, version=version, manifest=manifest, windowed=windowed
+    )
     bytecode = embeddedimport_bytecode(runtime)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SignatureRemovedWarning)
