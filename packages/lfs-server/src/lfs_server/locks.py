@@ -16,7 +16,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from lfs_server.config import Config
@@ -94,6 +94,35 @@ def classify_db_error(exc: sqlite3.Error, db_path: Path) -> str | None:
             if shutil.disk_usage(db_path.parent).free < _NEARLY_FULL:
                 return "full"
     return None
+
+
+def find_locks_query(
+    table: Literal["locks", "lfs_locks"],
+    mark: Literal["?", "%s"],
+    repo: str,
+    path: str | None,
+    lock_id: int | None,
+    cursor: int,
+    limit: int,
+) -> tuple[str, list[object]]:
+    """The SELECT (and its arguments) behind both lock stores' ``find``.
+
+    *table* is the lock table's name and *mark* the driver's placeholder (``?`` for
+    sqlite3, ``%s`` for psycopg), so the SQLite and PostgreSQL stores filter alike.
+    """
+    # Only the two fixed table names and placeholders above are spliced in; values are bound.
+    sql = f"SELECT id, repo, path, owner, locked_at FROM {table} WHERE repo = {mark}"  # noqa: S608
+    sql += f" AND id >= {mark}"
+    args: list[object] = [repo, cursor]
+    if path is not None:
+        sql += f" AND path = {mark}"
+        args.append(path)
+    if lock_id is not None:
+        sql += f" AND id = {mark}"
+        args.append(lock_id)
+    sql += f" ORDER BY id LIMIT {mark}"
+    args.append(limit)
+    return sql, args
 
 
 class LockDB:
@@ -189,16 +218,7 @@ class LockDB:
         limit: int = 100,
     ) -> list[Lock]:
         """Locks of *repo* (optionally one path or id) with id >= cursor, oldest first."""
-        sql = "SELECT id, repo, path, owner, locked_at FROM locks WHERE repo = ? AND id >= ?"
-        args: list[object] = [repo, cursor]
-        if path is not None:
-            sql += " AND path = ?"
-            args.append(path)
-        if lock_id is not None:
-            sql += " AND id = ?"
-            args.append(lock_id)
-        sql += " ORDER BY id LIMIT ?"
-        args.append(limit)
+        sql, args = find_locks_query("locks", "?", repo, path, lock_id, cursor, limit)
         with self._connect() as conn:
             return [self._row(r) for r in conn.execute(sql, args).fetchall()]
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lfs_server.locks import DatabaseUnavailable, Lock, LockExists
+from lfs_server.locks import DatabaseUnavailable, Lock, LockExists, find_locks_query
 from lfs_server.users import User, UserDB
 
 _SCHEMA = """
@@ -148,16 +148,7 @@ class PgLockDB:
         limit: int = 100,
     ) -> list[Lock]:
         """Locks of *repo* (optionally one path or id) with id >= cursor, oldest first."""
-        sql = "SELECT id, repo, path, owner, locked_at FROM lfs_locks WHERE repo = %s AND id >= %s"
-        args: list[object] = [repo, cursor]
-        if path is not None:
-            sql += " AND path = %s"
-            args.append(path)
-        if lock_id is not None:
-            sql += " AND id = %s"
-            args.append(lock_id)
-        sql += " ORDER BY id LIMIT %s"
-        args.append(limit)
+        sql, args = find_locks_query("lfs_locks", "%s", repo, path, lock_id, cursor, limit)
         with self._db.connection("reading locks") as conn:
             return [Lock(int(r[0]), *r[1:]) for r in conn.execute(sql, args).fetchall()]
 
