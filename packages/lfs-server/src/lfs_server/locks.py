@@ -16,23 +16,23 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 if TYPE_CHECKING:
     from lfs_server.config import Config
     from lfs_server.pgdb import PgLockDB
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS locks (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+# The lock table's columns after its id, alike in SQLite and PostgreSQL (pgdb.py): both
+# stores answer `LockStore.find`'s one SELECT.
+LOCK_COLUMNS = """
     repo TEXT NOT NULL,
     path TEXT NOT NULL,
     owner TEXT NOT NULL,
     locked_at TEXT NOT NULL,
     ref TEXT,
     UNIQUE (repo, path)
-);
 """
+_SCHEMA = f"CREATE TABLE IF NOT EXISTS locks (id INTEGER PRIMARY KEY AUTOINCREMENT,{LOCK_COLUMNS});"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,36 +96,52 @@ def classify_db_error(exc: sqlite3.Error, db_path: Path) -> str | None:
     return None
 
 
-def find_locks_query(
-    table: Literal["locks", "lfs_locks"],
-    mark: Literal["?", "%s"],
-    repo: str,
-    path: str | None,
-    lock_id: int | None,
-    cursor: int,
-    limit: int,
-) -> tuple[str, list[object]]:
-    """The SELECT (and its arguments) behind both lock stores' ``find``.
+class LockStore:
+    """What the SQLite and PostgreSQL lock stores share: listing locks with one query.
 
-    *table* is the lock table's name and *mark* the driver's placeholder (``?`` for
-    sqlite3, ``%s`` for psycopg), so the SQLite and PostgreSQL stores filter alike.
+    A store names its lock table and its driver's placeholder (``?`` for sqlite3, ``%s``
+    for psycopg) and runs a SELECT in `_select`; `find` and `get` are written once here,
+    so the two stores filter (path, id, cursor, limit) alike.
     """
-    # Only the two fixed table names and placeholders above are spliced in; values are bound.
-    sql = f"SELECT id, repo, path, owner, locked_at FROM {table} WHERE repo = {mark}"  # noqa: S608
-    sql += f" AND id >= {mark}"
-    args: list[object] = [repo, cursor]
-    if path is not None:
-        sql += f" AND path = {mark}"
-        args.append(path)
-    if lock_id is not None:
-        sql += f" AND id = {mark}"
-        args.append(lock_id)
-    sql += f" ORDER BY id LIMIT {mark}"
-    args.append(limit)
-    return sql, args
+
+    _table: ClassVar[Literal["locks", "lfs_locks"]]
+    _mark: ClassVar[Literal["?", "%s"]]
+
+    def _select(self, sql: str, args: list[object]) -> list[Lock]:
+        raise NotImplementedError
+
+    def find(
+        self,
+        repo: str,
+        *,
+        path: str | None = None,
+        lock_id: int | None = None,
+        cursor: int = 0,
+        limit: int = 100,
+    ) -> list[Lock]:
+        """Locks of *repo* (optionally one path or id) with id >= cursor, oldest first."""
+        mark = self._mark
+        # Only the fixed table names and placeholders above are spliced in; values are bound.
+        sql = f"SELECT id, repo, path, owner, locked_at FROM {self._table} WHERE repo = {mark}"  # noqa: S608
+        sql += f" AND id >= {mark}"
+        args: list[object] = [repo, cursor]
+        if path is not None:
+            sql += f" AND path = {mark}"
+            args.append(path)
+        if lock_id is not None:
+            sql += f" AND id = {mark}"
+            args.append(lock_id)
+        sql += f" ORDER BY id LIMIT {mark}"
+        args.append(limit)
+        return self._select(sql, args)
+
+    def get(self, repo: str, lock_id: int) -> Lock | None:
+        """The lock with *lock_id* in *repo*, or None."""
+        found = self.find(repo, lock_id=lock_id, limit=1)
+        return found[0] if found else None
 
 
-class LockDB:
+class LockDB(LockStore):
     """Locks in the SQLite file at *path*.
 
     A writer waits up to *busy_timeout* seconds for another writer (another worker, or an
@@ -133,6 +149,9 @@ class LockDB:
     which the app answers 503 with Retry-After. Every change is one transaction, so a
     failure leaves the database as it was.
     """
+
+    _table = "locks"
+    _mark = "?"
 
     def __init__(self, path: Path, busy_timeout: float = 10.0) -> None:
         self.path = path
@@ -208,24 +227,9 @@ class LockDB:
             conn.execute("COMMIT")
             return Lock(int(cur.lastrowid or 0), repo, path, owner, now)
 
-    def find(
-        self,
-        repo: str,
-        *,
-        path: str | None = None,
-        lock_id: int | None = None,
-        cursor: int = 0,
-        limit: int = 100,
-    ) -> list[Lock]:
-        """Locks of *repo* (optionally one path or id) with id >= cursor, oldest first."""
-        sql, args = find_locks_query("locks", "?", repo, path, lock_id, cursor, limit)
+    def _select(self, sql: str, args: list[object]) -> list[Lock]:
         with self._connect() as conn:
             return [self._row(r) for r in conn.execute(sql, args).fetchall()]
-
-    def get(self, repo: str, lock_id: int) -> Lock | None:
-        """The lock with *lock_id* in *repo*, or None."""
-        found = self.find(repo, lock_id=lock_id, limit=1)
-        return found[0] if found else None
 
     def delete(self, repo: str, lock_id: int) -> Lock | None:
         """Remove a lock; return it, or None if it did not exist."""

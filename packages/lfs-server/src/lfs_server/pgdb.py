@@ -21,19 +21,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lfs_server.locks import DatabaseUnavailable, Lock, LockExists, find_locks_query
+from lfs_server.locks import LOCK_COLUMNS, DatabaseUnavailable, Lock, LockExists, LockStore
 from lfs_server.users import User, UserDB
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS lfs_locks (
-    id BIGSERIAL PRIMARY KEY,
-    repo TEXT NOT NULL,
-    path TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    locked_at TEXT NOT NULL,
-    ref TEXT,
-    UNIQUE (repo, path)
-);
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS lfs_locks (id BIGSERIAL PRIMARY KEY,{LOCK_COLUMNS});
 CREATE TABLE IF NOT EXISTS lfs_users (
     name TEXT PRIMARY KEY,
     password_hash TEXT NOT NULL,
@@ -102,8 +94,11 @@ class _Connections:
                 conn.close()
 
 
-class PgLockDB:
+class PgLockDB(LockStore):
     """Locks in the PostgreSQL database at *url* (the interface of `locks.LockDB`)."""
+
+    _table = "lfs_locks"
+    _mark = "%s"
 
     def __init__(self, url: str, busy_timeout: float = 10.0) -> None:
         self._db = _Connections(url, busy_timeout)
@@ -138,24 +133,9 @@ class PgLockDB:
             # Unlocked between the INSERT and the SELECT: try again.
         raise DatabaseUnavailable(f"{path} is being locked and unlocked too fast; retry")
 
-    def find(
-        self,
-        repo: str,
-        *,
-        path: str | None = None,
-        lock_id: int | None = None,
-        cursor: int = 0,
-        limit: int = 100,
-    ) -> list[Lock]:
-        """Locks of *repo* (optionally one path or id) with id >= cursor, oldest first."""
-        sql, args = find_locks_query("lfs_locks", "%s", repo, path, lock_id, cursor, limit)
+    def _select(self, sql: str, args: list[object]) -> list[Lock]:
         with self._db.connection("reading locks") as conn:
             return [Lock(int(r[0]), *r[1:]) for r in conn.execute(sql, args).fetchall()]
-
-    def get(self, repo: str, lock_id: int) -> Lock | None:
-        """The lock with *lock_id* in *repo*, or None."""
-        found = self.find(repo, lock_id=lock_id, limit=1)
-        return found[0] if found else None
 
     def delete(self, repo: str, lock_id: int) -> Lock | None:
         """Remove a lock; return it, or None if it did not exist."""
