@@ -51,25 +51,34 @@ def register_deform_conv2d_onnx_op(
     """Make plain ``torch.onnx.export(...)`` export ``torchvision::deform_conv2d``, both exporters.
 
     The 1.2.0 call, unchanged. ``dynamo=False``: registers the TorchScript symbolic
-    (:func:`deform_conv2d_onnx_exporter.torchscript.register_deform_conv2d_onnx_op`, opsets
-    12 and up). The dynamo exporter (torch's default): installs the checked drop-in
+    (:func:`deform_conv2d_onnx_exporter.torchscript.register_symbolic`, opsets 12 and up).
+    The dynamo exporter (torch's default): installs the checked drop-in
     (:mod:`deform_conv2d_onnx_exporter.dropin`), which decomposes at the requested opset and
-    raises before writing anything it cannot produce validly. *use_gathernd* and
-    *enable_openvino_patch* are accepted for 1.2.0 compatibility and change nothing.
+    raises before writing anything it cannot produce validly.
+
+    Args:
+        use_gathernd: kept for compatibility with 1.2.0 (which offered GatherElements as
+            the alternative). Both values produce the same graph.
+        enable_openvino_patch: kept for compatibility with 1.2.0 (a workaround for
+            OpenVINO 2021.4); the graph needs no patch, so it has no effect.
+        columns: how the columns meet the weight, for both exporters (see
+            :func:`~deform_conv2d_onnx_exporter.torchscript.register_symbolic`).
+        variant: the sampling variant, for both exporters (likewise).
     """
     from deform_conv2d_onnx_exporter import dropin
-    from deform_conv2d_onnx_exporter.torchscript import register_deform_conv2d_onnx_op as register
+    from deform_conv2d_onnx_exporter.torchscript import register_symbolic
 
-    register(use_gathernd, enable_openvino_patch, columns=columns, variant=variant)
+    del use_gathernd, enable_openvino_patch  # accepted for source compatibility only
+    register_symbolic(columns=columns, variant=variant)
     dropin.install(columns=columns, variant=variant)
 
 
 def unregister_deform_conv2d_onnx_op() -> None:
     """Undo :func:`register_deform_conv2d_onnx_op` (both exporters)."""
     from deform_conv2d_onnx_exporter import dropin
-    from deform_conv2d_onnx_exporter.torchscript import unregister_deform_conv2d_onnx_op as undo
+    from deform_conv2d_onnx_exporter.torchscript import unregister_symbolic
 
-    undo()
+    unregister_symbolic()
     dropin.uninstall()
 
 

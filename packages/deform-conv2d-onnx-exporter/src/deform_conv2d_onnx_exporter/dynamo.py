@@ -117,12 +117,15 @@ def make_deform_conv2d_translation(
         offset_groups: int,
         use_mask: bool,
     ) -> Any:
-        """torchvision::deform_conv2d as standard ONNX operators."""
+        """torchvision::deform_conv2d as standard ONNX operators.
+
+        The parameters are named as in the op's schema: torch's dispatcher binds the call's
+        arguments to them by name.
+        """
         dtype = np.dtype(np.float32)
         if getattr(input, "dtype", None) is not None:
             dtype = np.dtype(input.dtype.numpy())
-        spec = DeformConvSpec.from_torchvision(
-            _static_kernel(weight),
+        scalars = (
             stride_h,
             stride_w,
             pad_h,
@@ -132,6 +135,10 @@ def make_deform_conv2d_translation(
             groups,
             offset_groups,
             use_mask,
+        )
+        spec = DeformConvSpec.from_torchvision(
+            _static_kernel(weight),
+            scalars,
             has_bias=bias is not None,
             dtype=dtype,
             columns=columns,
@@ -216,9 +223,9 @@ def export(
                 "use decompose=True"
             )
         from deform_conv2d_onnx_exporter.dropin import original_torch_onnx_export
-        from deform_conv2d_onnx_exporter.torchscript import register_deform_conv2d_onnx_op
+        from deform_conv2d_onnx_exporter.torchscript import register_symbolic
 
-        register_deform_conv2d_onnx_op(columns=columns, variant=variant)
+        register_symbolic(columns=columns, variant=variant)
         buffer = io.BytesIO()
         original_torch_onnx_export()(
             model,

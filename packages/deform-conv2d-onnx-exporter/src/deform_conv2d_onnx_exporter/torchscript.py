@@ -89,16 +89,9 @@ def _deform_conv2d_symbolic(
     offset: Any,
     mask: Any,
     bias: Any,
-    stride_h: int,
-    stride_w: int,
-    pad_h: int,
-    pad_w: int,
-    dilation_h: int,
-    dilation_w: int,
-    groups: int,
-    offset_groups: int,
-    use_mask: bool,
+    *scalars: Any,
 ) -> Any:
+    """Emit one ``torchvision::deform_conv2d`` call (*scalars*: see ``from_torchvision``)."""
     helper = _torchscript_module("symbolic_helper")
     sizes = helper._get_tensor_sizes(weight)
     if sizes is None or len(sizes) != 4 or not all(isinstance(s, int) for s in sizes[2:]):
@@ -114,15 +107,7 @@ def _deform_conv2d_symbolic(
         check_opset(opset)
         spec = DeformConvSpec.from_torchvision(
             (int(sizes[2]), int(sizes[3])),
-            stride_h,
-            stride_w,
-            pad_h,
-            pad_w,
-            dilation_h,
-            dilation_w,
-            groups,
-            offset_groups,
-            use_mask,
+            scalars,
             has_bias=True,
             dtype=np.dtype(_SCALAR_DTYPES.get(scalar or "Float", np.float32)),
             columns=columns,
@@ -138,37 +123,28 @@ def _deform_conv2d_symbolic(
         input,
         weight,
         offset,
-        mask if use_mask else None,
+        mask if spec.has_mask else None,
         bias,
         opset=opset,
         variant=variant,
     )
 
 
-def register_deform_conv2d_onnx_op(
-    use_gathernd: bool = True,
-    enable_openvino_patch: bool = False,
-    *,
-    columns: str = "auto",
-    variant: str | None = None,
-) -> None:
+def register_symbolic(*, columns: str = "auto", variant: str | None = None) -> None:
     """Register the ONNX symbolic for ``torchvision::deform_conv2d`` (TorchScript exporter).
 
     Call once before ``torch.onnx.export(..., dynamo=False)``. Works for ``opset_version``
     12 and up, with ``dynamic_axes`` on batch, height and width. At opset >= 16 the graph
-    uses ``GridSample``; at opsets 12-15 it uses one ``GatherND``.
+    uses ``GridSample``; at opsets 12-15 it uses one ``GatherND``. The public
+    :func:`deform_conv2d_onnx_exporter.register_deform_conv2d_onnx_op` (the 1.2.0 call)
+    calls it.
 
     Args:
-        use_gathernd: kept for compatibility with 1.2.0 (which offered GatherElements as
-            the alternative). Both values produce the same graph.
-        enable_openvino_patch: kept for compatibility with 1.2.0 (a workaround for
-            OpenVINO 2021.4); the graph needs no patch, so it has no effect.
         columns: ``"conv"``, ``"matmul"`` or ``"auto"`` (by the export-time output size;
             see :func:`~deform_conv2d_onnx_exporter.graph.columns_for_output_size`).
         variant: ``None`` (GridSample at opset >= 16, GatherND below) or ``"gathernd"``
             at every opset (pixel-exact sampling positions, slower).
     """
-    del use_gathernd, enable_openvino_patch  # accepted for source compatibility only
     columns_for_output_size(columns, None)  # reject bad values now, not at export time
     if variant not in (None, "gathernd"):
         raise ValueError(f"variant must be None or 'gathernd', got {variant!r}")
@@ -183,8 +159,8 @@ def register_deform_conv2d_onnx_op(
     torch.onnx.register_custom_op_symbolic(_SYMBOLIC_NAME, symbolic, MIN_OPSET)
 
 
-def unregister_deform_conv2d_onnx_op() -> None:
-    """Remove the symbolic registered by :func:`register_deform_conv2d_onnx_op`."""
+def unregister_symbolic() -> None:
+    """Remove the symbolic registered by :func:`register_symbolic`."""
     import torch
 
     torch.onnx.unregister_custom_op_symbolic(_SYMBOLIC_NAME, MIN_OPSET)
