@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import onnx
 import pytest
@@ -12,6 +13,7 @@ from components import require_module
 from dcn_support import (
     ATOL,
     CASES,
+    Case,
     assert_matches_torchvision,
     check_valid,
     dynamo_export,
@@ -205,30 +207,37 @@ def test_columns_auto_follows_the_static_output_size() -> None:
         columns_for_output_size("gemm", None)
 
 
-@pytest.mark.parametrize("dynamo", [True, False], ids=["dynamo", "torchscript"])
-def test_static_export_uses_matmul_for_small_outputs(dynamo: bool, runtime: str) -> None:
+def export_decomposed(case: Case, dynamo: bool, **options: Any) -> onnx.ModelProto:
+    """*case* through ``export(decompose=True)`` on either exporter, checked valid."""
     from deform_conv2d_onnx_exporter import export
 
-    case = CASES[2]
     model = export(
         case.torch_module(),
         case.example_args(),
-        opset_version=17,
         decompose=True,
         dynamo=dynamo,
         input_names=case.input_names(),
+        **options,
     )
     check_valid(model)
+    return model
+
+
+def assert_close(case: Case, runtime: str, model: onnx.ModelProto, seed: int) -> None:
+    """*model* matches torchvision on *case*'s inputs of its export size."""
+    feeds = case.inputs(seed=seed)
+    assert float(abs(run_model(runtime, model, feeds) - case.reference(feeds)).max()) <= ATOL
+
+
+@pytest.mark.parametrize("dynamo", [True, False], ids=["dynamo", "torchscript"])
+def test_static_export_uses_matmul_for_small_outputs(dynamo: bool, runtime: str) -> None:
+    model = export_decomposed(CASES[2], dynamo, opset_version=17)
     assert "MatMul" in {n.op_type for n in model.graph.node}
-    feeds = case.inputs(seed=3)
-    got = run_model(runtime, model, feeds)
-    assert float(abs(got - case.reference(feeds)).max()) <= ATOL
+    assert_close(CASES[2], runtime, model, seed=3)
 
 
 @pytest.mark.parametrize("dynamo", [True, False], ids=["dynamo", "torchscript"])
 def test_gathernd_variant_on_request_at_any_opset(dynamo: bool, runtime: str) -> None:
-    from deform_conv2d_onnx_exporter import export
-
     case = CASES[5]
     names = case.input_names()
     kwargs = (
@@ -236,21 +245,10 @@ def test_gathernd_variant_on_request_at_any_opset(dynamo: bool, runtime: str) ->
         if dynamo
         else {"dynamic_axes": {name: {0: "n", 2: f"{name}_h", 3: f"{name}_w"} for name in names}}
     )
-    model = export(
-        case.torch_module(),
-        case.example_args(),
-        opset_version=20,
-        decompose=True,
-        dynamo=dynamo,
-        variant="gathernd",
-        input_names=names,
-        **kwargs,
-    )
-    check_valid(model)
+    model = export_decomposed(case, dynamo, opset_version=20, variant="gathernd", **kwargs)
     ops = {n.op_type for n in model.graph.node}
     assert "GatherND" in ops and "GridSample" not in ops
-    feeds = case.inputs(seed=5)
-    assert float(abs(run_model(runtime, model, feeds) - case.reference(feeds)).max()) <= ATOL
+    assert_close(case, runtime, model, seed=5)
 
 
 def test_bad_variant_and_columns_fail_before_export() -> None:

@@ -51,10 +51,16 @@ def _restore_torch_onnx_export() -> Iterator[None]:
 
 
 def run_readme(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: str, register: str = ""
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    arguments: dict[str, str],
+    register: str = "",
 ) -> dict[str, Any]:
+    """Run the README's example in *tmp_path*; *arguments* (name: source text) are added to
+    its ``torch.onnx.export`` call."""
     import torch
 
+    extra = "".join(f",\n                  {name}={value}" for name, value in arguments.items())
     monkeypatch.chdir(tmp_path)
     torch.manual_seed(0)
     scope: dict[str, Any] = {}
@@ -90,10 +96,10 @@ def test_readme_120_example_unchanged(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    extra = "" if opset is None else f",\n                  opset_version={opset}"
+    arguments = {} if opset is None else {"opset_version": str(opset)}
     if dynamo is not None:
-        extra += f",\n                  dynamo={dynamo}"
-    scope = run_readme(tmp_path, monkeypatch, extra)
+        arguments["dynamo"] = str(dynamo)
+    scope = run_readme(tmp_path, monkeypatch, arguments)
     model = check_against_torchvision(scope, tmp_path / "output.onnx", runtime)
     assert model.opset_import[0].version == (opset or 20)
 
@@ -102,11 +108,11 @@ def test_readme_120_example_unchanged(
 def test_readme_120_flags_are_accepted(
     dynamo: bool | None, runtime: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    extra = ",\n                  opset_version=16"
+    arguments = {"opset_version": "16"}
     if dynamo is not None:
-        extra += f",\n                  dynamo={dynamo}"
+        arguments["dynamo"] = str(dynamo)
     register = "use_gathernd=False, enable_openvino_patch=True"
-    scope = run_readme(tmp_path, monkeypatch, extra, register)
+    scope = run_readme(tmp_path, monkeypatch, arguments, register)
     check_against_torchvision(scope, tmp_path / "output.onnx", runtime)
 
 
@@ -129,46 +135,46 @@ def test_untested_torch_fails_before_writing(
     from deform_conv2d_onnx_exporter.dynamo import ExportError
 
     monkeypatch.setattr(dropin, "SUPPORTED_TORCH", ((2, 99),))
-    with pytest.raises(
-        ExportError, match=r"tested on torch 2\.99.*dynamo=False.*nothing was written"
-    ):
-        run_readme(tmp_path, monkeypatch, "")
+    pattern = r"tested on torch 2\.99.*dynamo=False.*nothing was written"
+    with pytest.raises(ExportError, match=pattern):
+        run_readme(tmp_path, monkeypatch, {})
     assert not (tmp_path / "output.onnx").exists()
 
 
-def test_dynamic_shapes_below_opset_14_fail_before_writing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from deform_conv2d_onnx_exporter.dynamo import OpsetConversionError
+# Export arguments the drop-in refuses before writing: (arguments, error, message).
+REFUSED = {
+    "dynamic-shapes-below-opset-14": (
+        {
+            "opset_version": "12",
+            "dynamic_shapes": "({0: torch.export.Dim.AUTO}, {0: torch.export.Dim.AUTO})",
+        },
+        "OpsetConversionError",
+        r"wrote opset 18, not the requested opset 12",
+    ),
+    # A caller's own table entry wins; an invalid result is still refused.
+    "native-translation-below-19": (
+        {
+            "opset_version": "18",
+            "custom_translation_table": "{torch.ops.torchvision.deform_conv2d.default: native}",
+        },
+        "ExportError",
+        r"holds ONNX DeformConv at opset 18.*nothing was written",
+    ),
+}
 
-    extra = (
-        ",\n                  opset_version=12,\n"
-        "                  dynamic_shapes=({0: torch.export.Dim.AUTO}, {0: torch.export.Dim.AUTO})"
-    )
-    with pytest.raises(OpsetConversionError, match=r"wrote opset 18, not the requested opset 12"):
-        run_readme(tmp_path, monkeypatch, extra)
-    assert not (tmp_path / "output.onnx").exists()
 
-
-def test_native_translation_below_19_fails_before_writing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A caller's own table entry wins; an invalid result is still refused."""
-    from deform_conv2d_onnx_exporter.dynamo import ExportError
-    from onnxscript.function_libs.torch_lib.ops.vision import torchvision_deform_conv2d
-
-    extra = (
-        ",\n                  opset_version=18,\n"
-        "                  custom_translation_table={torch.ops.torchvision.deform_conv2d.default: "
-        "native}"
-    )
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_refused_before_writing(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import builtins
 
+    from deform_conv2d_onnx_exporter import dynamo
+    from onnxscript.function_libs.torch_lib.ops.vision import torchvision_deform_conv2d
+
+    # `native` in the table: onnxscript's own translation, which writes ONNX DeformConv.
     monkeypatch.setattr(builtins, "native", torchvision_deform_conv2d, raising=False)
-    with pytest.raises(
-        ExportError, match=r"holds ONNX DeformConv at opset 18.*nothing was written"
-    ):
-        run_readme(tmp_path, monkeypatch, extra)
+    arguments, error, pattern = REFUSED[name]
+    with pytest.raises(getattr(dynamo, error), match=pattern):
+        run_readme(tmp_path, monkeypatch, arguments)
     assert not (tmp_path / "output.onnx").exists()
 
 

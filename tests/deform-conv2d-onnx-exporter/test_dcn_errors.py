@@ -18,12 +18,18 @@ def test_lower_rejects_opset_below_12() -> None:
         lower_deform_conv(CASE.onnx_deform_conv(19), 11)
 
 
-def test_lower_rejects_unknown_kernel_shape() -> None:
+def without_kernel_shape() -> onnx.ModelProto:
+    """CASE's DeformConv model with no kernel_shape attribute (the weight must tell it)."""
     model = CASE.onnx_deform_conv(19)
     node = model.graph.node[0]
     kept = [a for a in node.attribute if a.name != "kernel_shape"]
     del node.attribute[:]
     node.attribute.extend(kept)
+    return model
+
+
+def test_lower_rejects_unknown_kernel_shape() -> None:
+    model = without_kernel_shape()
     # The weight becomes a graph input with free kernel dimensions.
     weight = model.graph.initializer[0]
     model.graph.input.append(
@@ -47,11 +53,7 @@ def test_lower_rejects_3d_deform_conv() -> None:
 
 
 def test_lower_takes_kernel_from_weight_and_keeps_other_nodes() -> None:
-    model = CASE.onnx_deform_conv(19)
-    node = model.graph.node[0]
-    kept = [a for a in node.attribute if a.name != "kernel_shape"]
-    del node.attribute[:]
-    node.attribute.extend(kept)
+    model = without_kernel_shape()
     model.graph.node.append(helper.make_node("Relu", ["y"], ["z"]))
     model.graph.output[0].name = "z"
     lowered = lower_deform_conv(model)
