@@ -198,28 +198,34 @@ def test_dynamic_dims_default_to_one_and_224(
         assert saved["y"].shape == (1, 4)
 
 
-def test_unknown_input_name_lists_real_ones(
-    capsys: pytest.CaptureFixture[str], model: Path, tmp_path: Path
+@pytest.mark.parametrize(
+    ("name", "array", "expected"),
+    [
+        ("image", np.zeros((1, 4), np.float32), ("'image'", "'a', 'b'")),
+        ("a", np.zeros((1, 5), np.float32), ("expects shape [?,4]", "[1, 5]")),
+        ("a", np.zeros((1, 4), np.float64), ("expects dtype float32", "float64")),
+    ],
+    ids=["unknown-name", "wrong-shape", "wrong-dtype"],
+)
+def test_bad_input_file(
+    capsys: pytest.CaptureFixture[str],
+    model: Path,
+    tmp_path: Path,
+    name: str,
+    array: np.ndarray,
+    expected: tuple[str, str],
 ) -> None:
-    np.save(tmp_path / "x.npy", np.zeros((1, 4), np.float32))
-    code, _, err = cli(capsys, "run", model, "--input", f"image={tmp_path / 'x.npy'}")
+    np.save(tmp_path / "x.npy", array)
+    code, _, err = cli(capsys, "run", model, "--input", f"{name}={tmp_path / 'x.npy'}")
     assert code == 2
-    assert "'image'" in err and "'a', 'b'" in err
+    assert all(part in err for part in expected), err
+
+
+def test_unknown_shape_name_lists_real_ones(
+    capsys: pytest.CaptureFixture[str], model: Path
+) -> None:
     code, _, err = cli(capsys, "run", model, "--shape", "image=1,4")
     assert code == 2 and "'image'" in err and "'a', 'b'" in err
-
-
-def test_wrong_shape_and_dtype(
-    capsys: pytest.CaptureFixture[str], model: Path, tmp_path: Path
-) -> None:
-    np.save(tmp_path / "bad_shape.npy", np.zeros((1, 5), np.float32))
-    code, _, err = cli(capsys, "run", model, "--input", f"a={tmp_path / 'bad_shape.npy'}")
-    assert code == 2
-    assert "expects shape [?,4]" in err and "[1, 5]" in err
-    np.save(tmp_path / "bad_dtype.npy", np.zeros((1, 4), np.float64))
-    code, _, err = cli(capsys, "run", model, "--input", f"a={tmp_path / 'bad_dtype.npy'}")
-    assert code == 2
-    assert "expects dtype float32" in err and "float64" in err
 
 
 def test_missing_input_file(

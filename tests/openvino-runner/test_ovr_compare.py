@@ -43,37 +43,40 @@ def test_softmax_note_when_the_logits_are_wrong_too() -> None:
     assert "not a conversion error" not in note
 
 
+def explained_mismatch(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[str, str]:
+    """Run the CLI on the rounding softmax; return its output and its one ``why:`` line.
+
+    onnxruntime (MLAS) and OpenVINO (oneDNN) block the 1024-term sums differently, so the
+    logits differ by a few f32 steps and the one-hot-like softmax flips (seen on AVX2: 13
+    steps apart, top-1 0%). Two engines summing in the very same order would agree bit for
+    bit and leave nothing to explain: say so rather than pass or fail blindly.
+    """
+    code = main(argv)
+    out = capsys.readouterr().out
+    if code == 0:
+        pytest.xfail("both engines summed in the same order on this CPU: no mismatch")
+    assert code == 1, out
+    (why,) = [line for line in out.splitlines() if line.startswith("    why: ")]
+    assert "ill-conditioned" in why and "not a conversion error" in why
+    return out, why
+
+
 def test_compare_explains_a_saturated_softmax(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     model = rounding_softmax_model(tmp_path / "rounding.onnx")
     assert softmax_inputs(model) == {"prob": "logits"}
-    code = main(["compare", str(model)])
-    out = capsys.readouterr().out
-    # onnxruntime (MLAS) and OpenVINO (oneDNN) block the 1024-term sums differently, so the
-    # logits differ by a few f32 steps and the one-hot-like softmax flips (seen on AVX2:
-    # 13 steps apart, top-1 0%). Two engines summing in the very same order would agree
-    # bit for bit and leave nothing to explain: say so rather than pass or fail blindly.
-    if code == 0:
-        pytest.xfail("both engines summed in the same order on this CPU: no mismatch")
-    assert code == 1, out
+    out, why = explained_mismatch(capsys, ["compare", str(model)])
     assert "FAIL prob" in out and "MISMATCH" in out
-    (why,) = [line for line in out.splitlines() if line.startswith("    why: ")]
-    assert "prob is Softmax('logits')" in why and "ill-conditioned" in why
-    assert "they match within the tolerance" in why and "not a conversion error" in why
+    assert "prob is Softmax('logits')" in why and "they match within the tolerance" in why
 
 
 def test_convert_check_explains_a_saturated_softmax(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     model = rounding_softmax_model(tmp_path / "rounding.onnx")
-    code = main(["convert", str(model), "-o", str(tmp_path / "rounding.xml"), "--check"])
-    out = capsys.readouterr().out
-    if code == 0:
-        pytest.xfail("both engines summed in the same order on this CPU: no mismatch")
-    assert code == 1, out
+    xml = tmp_path / "rounding.xml"
+    out, _ = explained_mismatch(capsys, ["convert", str(model), "-o", str(xml), "--check"])
     # the IR is the source's maths exactly; only onnxruntime's summation order differs
     assert "check against openvino (source)" in out and "  PASS prob: max abs 0," in out
-    (why,) = [line for line in out.splitlines() if line.startswith("    why: ")]
-    assert "ill-conditioned" in why and "not a conversion error" in why
-    assert (tmp_path / "rounding.xml").is_file()  # written: the check judges, not the write
+    assert xml.is_file()  # written: the check judges, not the write
