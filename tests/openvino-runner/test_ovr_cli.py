@@ -21,6 +21,17 @@ def model(tmp_path: Path) -> Path:
     return two_input_model(tmp_path / "two.onnx")
 
 
+def run_outputs(
+    capsys: pytest.CaptureFixture[str], model: Path, *args: object
+) -> dict[str, np.ndarray]:
+    """``run MODEL ARGS --output FILE`` succeeds; the outputs it saved there, by name."""
+    path = model.parent / "outputs.npz"
+    code, _, err = cli(capsys, "run", model, *args, "--output", path)
+    assert code == 0, err
+    with np.load(path, allow_pickle=False) as saved:
+        return {name: saved[name] for name in saved.files}
+
+
 def test_help_does_not_import_openvino() -> None:
     code = (
         "import sys\n"
@@ -108,11 +119,8 @@ def test_run_with_npy_npz_and_output(
         np.testing.assert_allclose(saved["y"], a * 2 + b, rtol=1e-6)
         np.testing.assert_array_equal(saved["z"], np.maximum(a, 0))
     # an .npz without a name feeds every input by name
-    out2 = tmp_path / "out2.npz"
-    code, _, _ = cli(capsys, "run", model, "--input", tmp_path / "both.npz", "--output", out2)
-    assert code == 0
-    with np.load(out2) as saved:
-        np.testing.assert_allclose(saved["y"], a * 2 + b, rtol=1e-6)
+    saved = run_outputs(capsys, model, "--input", tmp_path / "both.npz")
+    np.testing.assert_allclose(saved["y"], a * 2 + b, rtol=1e-6)
     assert not list(tmp_path.glob("*.partial*"))
 
 
@@ -128,14 +136,11 @@ def test_output_named_like_savez_parameters(
     a = rng.standard_normal((2, 4)).astype(np.float32)
     b = rng.integers(-5, 5, size=(2, 4))
     np.savez(tmp_path / "in.npz", a=a, b=b)
-    out_file = tmp_path / "out.npz"
-    code, _, err = cli(capsys, "run", model, "--input", tmp_path / "in.npz", "--output", out_file)
-    assert code == 0, err
-    with np.load(out_file, allow_pickle=False) as saved:
-        assert sorted(saved.files) == sorted(names)
-        np.testing.assert_allclose(saved[names[0]], a * 2 + b, rtol=1e-6)
-        np.testing.assert_array_equal(saved[names[1]], np.maximum(a, 0))
-        assert saved[names[0]].dtype == np.float32
+    saved = run_outputs(capsys, model, "--input", tmp_path / "in.npz")
+    assert sorted(saved) == sorted(names)
+    np.testing.assert_allclose(saved[names[0]], a * 2 + b, rtol=1e-6)
+    np.testing.assert_array_equal(saved[names[1]], np.maximum(a, 0))
+    assert saved[names[0]].dtype == np.float32
 
 
 @pytest.mark.parametrize(
@@ -161,41 +166,18 @@ def test_unwritable_report_paths_fail_before_the_run(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plain", "two.onnx"]
 
 
-def test_run_random_inputs_are_seeded(
-    capsys: pytest.CaptureFixture[str], model: Path, tmp_path: Path
-) -> None:
-    outs = []
-    for seed in ("1", "1", "2"):
-        path = tmp_path / f"o{len(outs)}.npz"
-        code, _, _ = cli(
-            capsys,
-            "run",
-            model,
-            "--seed",
-            seed,
-            "--output",
-            path,
-            "--shape",
-            "a=2,4",
-            "--shape",
-            "b=2,4",
-        )
-        assert code == 0
-        with np.load(path) as saved:
-            outs.append(saved["y"].copy())
+def test_run_random_inputs_are_seeded(capsys: pytest.CaptureFixture[str], model: Path) -> None:
+    shapes = ("--shape", "a=2,4", "--shape", "b=2,4")
+    outs = [run_outputs(capsys, model, "--seed", seed, *shapes)["y"] for seed in ("1", "1", "2")]
     assert outs[0].shape == (2, 4)
     np.testing.assert_array_equal(outs[0], outs[1])
     assert not np.array_equal(outs[0], outs[2])
 
 
 def test_dynamic_dims_default_to_one_and_224(
-    capsys: pytest.CaptureFixture[str], model: Path, tmp_path: Path
+    capsys: pytest.CaptureFixture[str], model: Path
 ) -> None:
-    path = tmp_path / "o.npz"
-    code, _, _ = cli(capsys, "run", model, "--output", path)
-    assert code == 0
-    with np.load(path) as saved:
-        assert saved["y"].shape == (1, 4)
+    assert run_outputs(capsys, model)["y"].shape == (1, 4)
 
 
 @pytest.mark.parametrize(
