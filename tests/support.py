@@ -2,8 +2,8 @@
 
 Standard library only, and no workspace package: a package's tests import only that
 package, its declared siblings, and helpers under tests/ such as this one and
-`components.py`. The tools have their own copy in tools/common.py (tests do not import
-tools, tools do not import tests).
+`components.py`. The tools use these too (tools/common.py imports them from here): a
+package's tests may import only helpers under tests/, so the one copy lives on this side.
 """
 
 from __future__ import annotations

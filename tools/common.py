@@ -2,26 +2,29 @@
 
 Standard library only, so any script under tools/ (the demo steps, the benchmarks) can use
 it from whichever environment runs it. Put `tools/` on `sys.path` and `import common`.
-The test suite has its own copy of the server helpers in `tests/support.py`: tests do not
-import tools.
+The port and HTTP-polling helpers are the test suite's own (`tests/support.py`, standard
+library only too), imported from there: a package's tests may import only that package and
+the helpers under tests/ (see docs/architecture.md), so the one copy lives on that side.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.append(str(ROOT / "tests"))
+from support import free_port, http_ok, wait_http  # noqa: E402  (re-exported for the tools)
+
 # The environment the tool runs in: its console scripts sit next to its interpreter.
 BIN = Path(sys.executable).parent
+
+__all__ = ["BIN", "ROOT", "free_port", "http_ok", "say", "serve", "sh", "tool", "wait_http"]
 
 
 def say(message: str) -> None:
@@ -48,45 +51,6 @@ def tool(name: str) -> str:
     return str(BIN / name)
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def http_ok(url: str, timeout: float = 2.0) -> bool:
-    """True when GET *url* answers 200."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False
-
-
-def wait_http(
-    url: str,
-    proc: subprocess.Popen[Any] | None = None,
-    timeout: float = 60.0,
-    log: Path | None = None,
-) -> None:
-    """Poll *url* until it answers 200; raise RuntimeError if *proc* exits or time runs out.
-
-    The error quotes the end of *log* (the server's output) when given.
-    """
-
-    def tail() -> str:
-        return f": {log.read_text(errors='replace')[-2000:]}" if log and log.exists() else ""
-
-    deadline = time.monotonic() + timeout
-    while not http_ok(url):
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"{proc.args!r} exited {proc.returncode}{tail()}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{url} did not answer within {timeout:g} s{tail()}")
-        time.sleep(0.1)
-
-
 @contextlib.contextmanager
 def serve(
     cmd: Sequence[str | os.PathLike[str]],
@@ -101,7 +65,7 @@ def serve(
             [str(c) for c in cmd], stdout=log_file, stderr=subprocess.STDOUT, **popen
         )
     try:
-        wait_http(health_url, proc, timeout, log)
+        wait_http(health_url, proc, timeout, lambda: log.read_text(errors="replace")[-2000:])
         yield proc
     finally:
         proc.terminate()
