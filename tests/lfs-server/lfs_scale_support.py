@@ -10,8 +10,9 @@ from __future__ import annotations
 import itertools
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from components import missing, require_module
@@ -27,20 +28,29 @@ from lfs_engines import (
 from lfs_testlib import Server, start_server
 
 _names = itertools.count()
+E = TypeVar("E", Ceph, Postgres)
+
+
+def _start_engine(
+    name: str, module: str, extra: str, absent: Callable[[], str | None], start: Callable[[], E]
+) -> E:
+    """Start one engine once its Python client *module* and its programs are present;
+    otherwise skip (or, on CI, fail) naming what is missing."""
+    require_module(module, extra)
+    lacking = absent()
+    if lacking:
+        missing(lacking, "tools/test installs it as root")
+    try:
+        return start()
+    except EngineError as exc:
+        missing(name, f"it did not start: {exc}")
+        raise
 
 
 @pytest.fixture(scope="session")
 def ceph() -> Iterator[Ceph]:
     """A single-node Ceph cluster whose RADOS Gateway serves S3 (started once, ~16 s)."""
-    require_module("boto3", "'lfs-server[s3]'")
-    absent = missing_ceph()
-    if absent:
-        missing(absent, "tools/test installs it as root")
-    try:
-        cluster = start_ceph()
-    except EngineError as exc:
-        missing("Ceph RGW", f"it did not start: {exc}")
-        raise
+    cluster = _start_engine("Ceph RGW", "boto3", "'lfs-server[s3]'", missing_ceph, start_ceph)
     yield cluster
     cluster.stop()
 
@@ -48,15 +58,9 @@ def ceph() -> Iterator[Ceph]:
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Postgres]:
     """A PostgreSQL 15 server in a temporary folder (started once, ~2 s)."""
-    require_module("psycopg", "'lfs-server[postgres]'")
-    absent = missing_postgres()
-    if absent:
-        missing(absent, "tools/test installs it as root")
-    try:
-        server = start_postgres()
-    except EngineError as exc:
-        missing("PostgreSQL", f"it did not start: {exc}")
-        raise
+    server = _start_engine(
+        "PostgreSQL", "psycopg", "'lfs-server[postgres]'", missing_postgres, start_postgres
+    )
     yield server
     server.stop()
 
