@@ -9,12 +9,18 @@ that need a differently configured server, stay with their own module.
 
 from __future__ import annotations
 
+import io
+import os
+import secrets
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from lfs_engines import Ceph, Postgres
 from lfs_scale_support import Cluster
-from lfs_testlib import Server
+from lfs_server.config import Config
+from lfs_server.storage import ObjectStore, VerifyError, open_store
+from lfs_testlib import Server, oid_of
 from test_lfs_git_locks import (  # noqa: F401 (collected here against s3 + postgresql)
     test_lock_list_unlock_with_git_lfs,
     test_locks_api_pagination_and_verify,
@@ -46,3 +52,45 @@ def server(ceph: Ceph, postgres: Postgres) -> Iterator[Server]:
     node = cluster.start_node()
     yield node
     cluster.stop()
+
+
+@pytest.fixture(params=["local", "s3"])
+def store(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> ObjectStore:
+    """The local store in *tmp_path*, or a fresh bucket on the Ceph gateway."""
+    env = {"LFS_DATA_DIR": str(tmp_path)}
+    if request.param == "s3":
+        ceph: Ceph = request.getfixturevalue("ceph")
+        env.update(ceph.s3_env(ceph.create_bucket(f"lfs-stream-{secrets.token_hex(6)}")))
+        for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            monkeypatch.setenv(var, env[var])
+    return open_store(Config.from_env(env))
+
+
+BODY = os.urandom(3 << 20)  # more than one read of the spooling loop
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (BODY + b"!", "longer than the object's size"),
+        (BODY[:-1], f"body is {len(BODY) - 1} bytes but the object's size is {len(BODY)}"),
+        (bytes([BODY[0] ^ 1]) + BODY[1:], "SHA-256"),
+    ],
+    ids=["too long", "too short", "wrong hash"],
+)
+def test_publish_stream_stores_only_the_right_body(
+    store: ObjectStore, body: bytes, fragment: str
+) -> None:
+    """A streamed upload (--no-nginx, import-seed) is refused whole on either store and
+    leaves no temporary file; the right body then lands and hashes to its oid."""
+    oid = oid_of(BODY)
+    with pytest.raises(VerifyError, match=fragment):
+        store.publish_stream(io.BytesIO(body), "stream/r", oid, len(BODY))
+    assert store.stored_size("stream/r", oid) is None
+    assert list(store.tmp_dir.iterdir()) == []
+    store.publish_stream(io.BytesIO(BODY), "stream/r", oid, len(BODY))
+    assert list(store.tmp_dir.iterdir()) == []
+    [stored] = store.iter_objects("stream/r")
+    assert store.hash_object(stored) == (oid, len(BODY))

@@ -21,8 +21,6 @@ import concurrent.futures
 import contextlib
 import datetime
 import hashlib
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -31,7 +29,7 @@ from lfs_server.storage import (
     CHUNK,
     StoredObject,
     StoreUnavailable,
-    VerifyError,
+    spooled_upload,
     verify_file,
 )
 from lfs_server.validation import OID_RE, check_oid, normalize_repo
@@ -244,6 +242,9 @@ class S3Store:
         (it is read, never moved).
         """
         verify_file(source, oid, size)
+        self._put(source, repo, oid, size)
+
+    def _put(self, source: Path, repo: str, oid: str, size: int) -> None:
         key = self.key(repo, oid)
         with self._calls("storing an object"):
             if size < MULTIPART_THRESHOLD:
@@ -275,25 +276,9 @@ class S3Store:
             )
 
     def publish_stream(self, stream: BinaryIO, repo: str, oid: str, size: int) -> None:
-        """Spool *stream* to a local temporary file, verify it, then put it."""
-        self.tmp_dir.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix="upload-", dir=self.tmp_dir)
-        tmp = Path(name)
-        try:
-            written = 0
-            with os.fdopen(fd, "wb") as out:
-                while True:
-                    chunk = stream.read(CHUNK)
-                    if not chunk:
-                        break
-                    written += len(chunk)
-                    if written > size:
-                        raise VerifyError(f"body is longer than the object's size {size}")
-                    out.write(chunk)
-            self.publish(tmp, repo, oid, size)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+        """Spool *stream* to a local temporary file, verifying it on the way, then put it."""
+        with spooled_upload(stream, self.tmp_dir, oid, size) as tmp:
+            self._put(tmp, repo, oid, size)
 
     def iter_objects(self, repo: str | None = None) -> Iterator[StoredObject]:
         """Every stored object (of one repo, or of all), in key order."""

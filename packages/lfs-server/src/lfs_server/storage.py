@@ -95,6 +95,40 @@ def verify_file(source: Path, oid: str, size: int) -> None:
         raise VerifyError(f"body's SHA-256 is {digest}, not the oid {oid}")
 
 
+@contextlib.contextmanager
+def spooled_upload(stream: BinaryIO, tmp_dir: Path, oid: str, size: int) -> Iterator[Path]:
+    """Write *stream* to a temporary file in *tmp_dir*, hashing it on the way, and yield
+    the file once it holds exactly object (oid, size); remove it afterwards if still there.
+
+    Raises VerifyError (nothing yielded) on a body of the wrong length or hash; a body
+    longer than *size* is refused as soon as it passes *size*.
+    """
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix="upload-", dir=tmp_dir)
+    tmp = Path(name)
+    try:
+        digest = hashlib.sha256()
+        written = 0
+        with os.fdopen(fd, "wb") as out:
+            while True:
+                chunk = stream.read(CHUNK)
+                if not chunk:
+                    break
+                written += len(chunk)
+                if written > size:
+                    raise VerifyError(f"body is longer than the object's size {size}")
+                digest.update(chunk)
+                out.write(chunk)
+        if written != size:
+            raise VerifyError(f"body is {written} bytes but the object's size is {size}")
+        if digest.hexdigest() != oid:
+            raise VerifyError(f"body's SHA-256 is {digest.hexdigest()}, not the oid {oid}")
+        yield tmp
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
 class ObjectStore(Protocol):
     """What the API needs from a store of objects: `Store` (local disk) or `S3Store`.
 
@@ -231,30 +265,8 @@ class Store:
 
     def publish_stream(self, stream: BinaryIO, repo: str, oid: str, size: int) -> None:
         """Write *stream* to a temp file next to the store, verify it, publish it."""
-        self.tmp_dir.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix="upload-", dir=self.tmp_dir)
-        tmp = Path(name)
-        try:
-            digest = hashlib.sha256()
-            written = 0
-            with os.fdopen(fd, "wb") as out:
-                while True:
-                    chunk = stream.read(CHUNK)
-                    if not chunk:
-                        break
-                    written += len(chunk)
-                    if written > size:
-                        raise VerifyError(f"body is longer than the object's size {size}")
-                    digest.update(chunk)
-                    out.write(chunk)
-            if written != size:
-                raise VerifyError(f"body is {written} bytes but the object's size is {size}")
-            if digest.hexdigest() != oid:
-                raise VerifyError(f"body's SHA-256 is {digest.hexdigest()}, not the oid {oid}")
+        with spooled_upload(stream, self.tmp_dir, oid, size) as tmp:
             self._install(tmp, repo, oid, synced=False)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
 
     def _install(self, source: Path, repo: str, oid: str, *, synced: bool) -> None:
         target = self.object_path(repo, oid)
