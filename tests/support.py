@@ -1,4 +1,5 @@
-"""Helpers any package's tests may share: a free port, waiting for a server to answer.
+"""Helpers any package's tests may share: a free port, waiting for a server to answer,
+pressing Ctrl-C in a running command.
 
 Standard library only, and no workspace package: a package's tests import only that
 package, its declared siblings, and helpers under tests/ such as this one and
@@ -8,12 +9,13 @@ package's tests may import only helpers under tests/, so the one copy lives on t
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -51,3 +53,34 @@ def wait_http(
         if time.monotonic() > deadline:
             raise AssertionError(f"{url} did not answer within {timeout:g} s:\n{describe()}")
         time.sleep(0.1)
+
+
+def interrupt(
+    cmd: Sequence[str],
+    *,
+    ready: Callable[[subprocess.Popen[str]], bool] = lambda process: True,
+    settle: float = 0.0,
+    timeout: float = 120.0,
+    **popen: Any,
+) -> subprocess.CompletedProcess[str]:
+    """Start *cmd*, press Ctrl-C (SIGINT) once it is under way, and return how it ended.
+
+    Under way: *ready(process)* holds (polled for at most *timeout* seconds), then *settle*
+    seconds more. A command still running *timeout* seconds after the interrupt is killed and
+    the test fails (``subprocess.TimeoutExpired``) instead of hanging.
+    """
+    process = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready(process) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(settle)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return subprocess.CompletedProcess(cmd, process.returncode, stdout, stderr)

@@ -8,10 +8,8 @@ Ctrl-C; no partial output file, ever.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +18,7 @@ import pytest
 from components import require_command, require_module
 from dcn_support import CASES
 from onnx import helper, numpy_helper
+from support import interrupt
 
 PROG = "deform-conv2d-onnx"
 CASE = CASES[0]
@@ -124,26 +123,11 @@ def test_ctrl_c_in_lower_leaves_nothing(tmp_path: Path) -> None:
     onnx.save(chained_model(400), source)
     out = tmp_path / "out"
     out.mkdir()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "deform_conv2d_onnx_exporter",
-            "lower",
-            str(source),
-            "-o",
-            str(out / "o.onnx"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    lower = [sys.executable, "-m", "deform_conv2d_onnx_exporter", "lower", str(source)]
     # Let it get past its imports into the lowering (which takes several seconds).
-    time.sleep(2.5)
-    process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=120)
-    assert process.returncode == 130, f"finished before the interrupt? {stdout} {stderr}"
-    assert stderr == f"{PROG}: interrupted\n"
+    result = interrupt([*lower, "-o", str(out / "o.onnx")], settle=2.5)
+    assert result.returncode == 130, f"finished before the interrupt? {result}"
+    assert result.stderr == f"{PROG}: interrupted\n"
     assert list(out.iterdir()) == []
 
 

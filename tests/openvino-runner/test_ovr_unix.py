@@ -7,16 +7,15 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from ovr_testmodels import two_input_model
+from support import interrupt
 
 pytestmark = [
     pytest.mark.usefixtures("openvino_available"),
@@ -235,25 +234,15 @@ def _openvino_loaded(pid: int) -> bool:
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/PID/maps")
 def test_ctrl_c_exits_130_without_partial_files(model: Path, tmp_path: Path) -> None:
     report = tmp_path / "bench.json"
-    process = subprocess.Popen(
+    # interrupt once the command runs (OpenVINO loaded: past start-up, inside main) and has
+    # had a second to compile and start the loop
+    result = interrupt(
         [script(), "bench", str(model), "--time", "120", "--json", str(report)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        ready=lambda process: _openvino_loaded(process.pid),
+        settle=1.0,
     )
-    try:
-        # wait until the command runs (OpenVINO loaded: past start-up, inside main)
-        deadline = time.monotonic() + 120
-        while not _openvino_loaded(process.pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(1.0)  # compile and start the loop
-        process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 130, err
-    assert err == "openvino-runner: interrupted\n"
+    assert result.returncode == 130, result.stderr
+    assert result.stderr == "openvino-runner: interrupted\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["two.onnx"]
 
 
