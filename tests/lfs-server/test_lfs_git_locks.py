@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -35,6 +36,26 @@ def setup_repo(
         clones[name] = tmp_path / name
         users[name].git("clone", str(bare), str(clones[name]))
     return bare, users, clones
+
+
+def install_hook(bare: Path, pusher: GitEnv) -> dict[str, str]:
+    """Install lfs-server's pre-receive hook in *bare*; return the environment the hook
+    needs on *pusher*'s pushes (it lists locks as the read-only user 'reader')."""
+    installed = cli("hook", "install", str(bare), data=Path())
+    assert installed.returncode == 0, installed.stderr
+    return {
+        "PATH": f"{Path(sys.executable).parent}:{pusher.env['PATH']}",
+        "LFS_HOOK_USER": "reader",
+        "LFS_HOOK_PASSWORD": "reader-pw",
+    }
+
+
+def push_unchecked(
+    git: GitEnv, clone: Path, env: dict[str, str], check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """`git push origin main` skipping the client's own lock check (--no-verify), as a
+    misconfigured or old client would: only the server's hook stands in the way."""
+    return git.git("push", "--no-verify", "origin", "main", cwd=clone, check=check, env=env)
 
 
 def test_lock_list_unlock_with_git_lfs(server: Server, tmp_path: Path) -> None:
@@ -110,28 +131,14 @@ def test_pre_receive_hook_refuses_pushes_touching_others_locks(
 ) -> None:
     bare, users, clones = setup_repo(server, tmp_path, "locks/hook")
     alice, bob = users["alice"], users["bob"]
-    installed = cli("hook", "install", str(bare), data=Path())
-    assert installed.returncode == 0, installed.stderr
-    hook_env = {
-        "PATH": f"{Path(sys.executable).parent}:{bob.env['PATH']}",
-        "LFS_HOOK_USER": "reader",
-        "LFS_HOOK_PASSWORD": "reader-pw",
-    }
+    hook_env = install_hook(bare, bob)
     alice.git("lfs", "lock", "art.psd", cwd=clones["alice"])
 
-    # bob changes the locked file; his client's own lock check is skipped (--no-verify),
-    # as a misconfigured or old client would: the server must still refuse.
+    # bob changes the locked file and pushes past his client's lock check: the server
+    # must still refuse.
     (clones["bob"] / "art.psd").write_bytes(b"bob was here\n" * 50)
     bob.git("commit", "-am", "bob edits locked art", cwd=clones["bob"])
-    refused = bob.git(
-        "push",
-        "--no-verify",
-        "origin",
-        "main",
-        cwd=clones["bob"],
-        check=False,
-        env={**hook_env, "REMOTE_USER": "bob"},
-    )
+    refused = push_unchecked(bob, clones["bob"], {**hook_env, "REMOTE_USER": "bob"}, check=False)
     assert refused.returncode != 0
     assert "art.psd (locked by alice" in refused.stderr
 
@@ -139,14 +146,7 @@ def test_pre_receive_hook_refuses_pushes_touching_others_locks(
     bob.git("reset", "--hard", "origin/main", cwd=clones["bob"])
     (clones["bob"] / "notes.txt").write_text("bob's notes\n")
     bob.git("commit", "-am", "notes only", cwd=clones["bob"])
-    bob.git(
-        "push",
-        "--no-verify",
-        "origin",
-        "main",
-        cwd=clones["bob"],
-        env={**hook_env, "REMOTE_USER": "bob"},
-    )
+    push_unchecked(bob, clones["bob"], {**hook_env, "REMOTE_USER": "bob"})
 
     # The lock owner may push changes to the locked file.
     alice.git("pull", "--rebase", "origin", "main", cwd=clones["alice"])
@@ -160,15 +160,7 @@ def test_pre_receive_hook_refuses_pushes_touching_others_locks(
     (clones["alice"] / "art.psd").write_bytes(b"layer three\n" * 100)
     alice.git("commit", "-am", "again", cwd=clones["alice"])
     alice.git("config", "lfs.url", "http://127.0.0.1:9/none.git/info/lfs", cwd=bare)
-    down = alice.git(
-        "push",
-        "--no-verify",
-        "origin",
-        "main",
-        cwd=clones["alice"],
-        check=False,
-        env={**hook_env, "REMOTE_USER": "alice"},
-    )
+    down = push_unchecked(alice, clones["alice"], {**hook_env, "REMOTE_USER": "alice"}, check=False)
     assert down.returncode != 0 and "cannot list locks" in down.stderr
 
 
@@ -179,14 +171,7 @@ def test_pre_receive_hook_enforces_locks_on_non_ascii_and_quoted_paths(
     (NFD) 'café' locked in composed form (NFC): one lock each, enforced by the hook."""
     bare, users, clones = setup_repo(server, tmp_path, "locks/quoted")
     bob = users["bob"]
-    installed = cli("hook", "install", str(bare), data=Path())
-    assert installed.returncode == 0, installed.stderr
-    hook_env = {
-        "PATH": f"{Path(sys.executable).parent}:{bob.env['PATH']}",
-        "LFS_HOOK_USER": "reader",
-        "LFS_HOOK_PASSWORD": "reader-pw",
-        "REMOTE_USER": "bob",
-    }
+    hook_env = {**install_hook(bare, bob), "REMOTE_USER": "bob"}
     url = server.lfs("locks/quoted")
     nfc, nfd = "caf\u00e9.txt", "cafe\u0301.txt"
     locked = {nfd: nfc, "tab\there.txt": "tab\there.txt", 'say "hi".txt': 'say "hi".txt'}
@@ -207,8 +192,6 @@ def test_pre_receive_hook_enforces_locks_on_non_ascii_and_quoted_paths(
         target.write_text("bob was here\n")
         bob.git("add", "--", on_disk, cwd=clones["bob"])
         bob.git("commit", "-m", "bob edits a locked file", cwd=clones["bob"])
-        refused = bob.git(
-            "push", "--no-verify", "origin", "main", cwd=clones["bob"], check=False, env=hook_env
-        )
+        refused = push_unchecked(bob, clones["bob"], hook_env, check=False)
         assert refused.returncode != 0, (on_disk, refused.stderr)
         assert f"{shown} (locked by alice" in refused.stderr, refused.stderr
