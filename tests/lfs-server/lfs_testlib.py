@@ -277,6 +277,18 @@ class Api:
         assert r.status_code == 200, r.text
         return r.json()["objects"][0]["actions"]
 
+    def put_one_bit_off(
+        self, repo: str, data: bytes, byte: int, user: str = "alice"
+    ) -> tuple[dict, requests.Response]:
+        """Ask to upload *data*, then PUT it with one bit of *byte* flipped (the right size,
+        the wrong SHA-256); return the upload actions and the PUT's response."""
+        actions = self.upload_action(repo, oid_of(data), len(data), user)
+        up = actions["upload"]
+        wrong = bytearray(data)
+        wrong[byte] ^= 1
+        put = self.session.put(up["href"], data=bytes(wrong), headers=up["header"], timeout=30)
+        return actions, put
+
 
 def assert_lfs_error(response: requests.Response, status: int, fragment: str = "") -> dict:
     """The response is a JSON error with the git-lfs media type."""
