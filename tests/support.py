@@ -1,5 +1,5 @@
 """Helpers any package's tests may share: a free port, waiting for a server to answer,
-pressing Ctrl-C in a running command.
+pressing Ctrl-C in a running command, a read-only folder.
 
 Standard library only, and no workspace package: a package's tests import only that
 package, its declared siblings, and helpers under tests/ such as this one and
@@ -9,13 +9,16 @@ package's tests may import only helpers under tests/, so the one copy lives on t
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -84,3 +87,27 @@ def interrupt(
             process.kill()
             process.wait()
     return subprocess.CompletedProcess(cmd, process.returncode, stdout, stderr)
+
+
+@contextlib.contextmanager
+def read_only_mount(folder: Path) -> Iterator[bool]:
+    """Mount an empty read-only tmpfs on *folder* for the block; yield whether it is mounted.
+
+    Only root can mount; elsewhere (or when the mount fails) it yields False and the caller
+    chooses its fallback (a user namespace, mode 0555, or a skip).
+    """
+    if os.geteuid() != 0:
+        yield False
+        return
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from ovr_testmodels import two_input_model
-from support import interrupt
+from support import interrupt, read_only_mount
 
 pytestmark = [
     pytest.mark.usefixtures("openvino_available"),
@@ -57,17 +56,9 @@ def read_only_folder(tmp_path: Path) -> Iterator[list[str]]:
     as root a plain ``mount``; otherwise a user+mount namespace (``unshare -rm``)."""
     folder = tmp_path / "ro"
     folder.mkdir()
-    if os.geteuid() == 0:
-        mounted = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)],
-            capture_output=True,
-            check=False,
-        )
-        if mounted.returncode == 0:
-            try:
-                yield []
-            finally:
-                subprocess.run(["umount", str(folder)], check=False)
+    with read_only_mount(folder) as mounted:
+        if mounted:
+            yield []
             return
     unshare = shutil.which("unshare")
     if unshare is not None:
