@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
-from lfs_server.locks import LockExists
+from lfs_server.locks import Lock, LockExists
 from lfs_server.validation import (
     ApiError,
     normalize_lock_path,
@@ -29,16 +29,6 @@ from lfs_server.web import (
 bp = Blueprint("locks", __name__)
 
 
-def _object_body(what: str) -> dict[str, Any]:
-    """The JSON body as an object; an empty body counts as `{}`."""
-    body = read_json()
-    if body is None:
-        return {}
-    if not isinstance(body, dict):
-        raise ApiError(422, f"{what} must be a JSON object")
-    return body
-
-
 def _existing_repo(raw: str, needed: str) -> tuple[str, str]:
     """(repo, user) once the caller holds *needed* access; only then may a missing
     repository be named (no existence oracle), and only then is a body read."""
@@ -52,11 +42,31 @@ def _existing_repo(raw: str, needed: str) -> tuple[str, str]:
     return repo, user
 
 
+def _write_request(raw: str, what: str) -> tuple[str, str, dict[str, Any]]:
+    """(repo, user, JSON body) of a request that needs write access; the body, *what*
+    the error calls it, must be a JSON object (an empty body counts as `{}`)."""
+    repo, user = _existing_repo(raw, "write")
+    body = read_json()
+    if body is None:
+        return repo, user, {}
+    if not isinstance(body, dict):
+        raise ApiError(422, f"{what} must be a JSON object")
+    return repo, user, body
+
+
+def _find_page(
+    repo: str, limit: int, cursor: int, path: str | None = None, lock_id: int | None = None
+) -> tuple[list[Lock], dict[str, object]]:
+    """Up to *limit* locks from *cursor* on, and the `next_cursor` entry if more follow."""
+    found = services().locks.find(repo, path=path, lock_id=lock_id, cursor=cursor, limit=limit + 1)
+    more: dict[str, object] = {"next_cursor": str(found[limit].id)} if len(found) > limit else {}
+    return found[:limit], more
+
+
 @bp.post("/<path:repo>/info/lfs/locks")
 def create_lock(repo: str) -> Response:
     """Lock a path for the caller: 201, or 409 with the lock that holds it."""
-    repo, user = _existing_repo(repo, "write")
-    body = _object_body('lock request (such as {"path": "art.psd"})')
+    repo, user, body = _write_request(repo, 'lock request (such as {"path": "art.psd"})')
     path = parse_lock_path(body.get("path"))
     ref = parse_ref(body.get("ref"))
     try:
@@ -87,37 +97,31 @@ def list_locks(repo: str) -> Response:
         return lfs_response({"locks": []})
     limit = parse_limit(args.get("limit"))
     cursor = parse_cursor(args.get("cursor"))
-    found = services().locks.find(repo, path=path, lock_id=lock_id, cursor=cursor, limit=limit + 1)
-    payload: dict[str, object] = {"locks": [lock.to_json() for lock in found[:limit]]}
-    if len(found) > limit:
-        payload["next_cursor"] = str(found[limit].id)
-    return lfs_response(payload)
+    page, more = _find_page(repo, limit, cursor, path, lock_id)
+    return lfs_response({"locks": [lock.to_json() for lock in page], **more})
 
 
 @bp.post("/<path:repo>/info/lfs/locks/verify")
 def verify_locks(repo: str) -> Response:
     """Locks split into the caller's (`ours`) and everybody else's (`theirs`)."""
-    repo, user = _existing_repo(repo, "write")
-    body = _object_body("lock verification request")
+    repo, user, body = _write_request(repo, "lock verification request")
     limit = parse_limit(body.get("limit"))
     cursor = parse_cursor(body.get("cursor"))
     parse_ref(body.get("ref"))
-    found = services().locks.find(repo, cursor=cursor, limit=limit + 1)
-    page = found[:limit]
-    payload: dict[str, object] = {
-        "ours": [lock.to_json() for lock in page if lock.owner == user],
-        "theirs": [lock.to_json() for lock in page if lock.owner != user],
-    }
-    if len(found) > limit:
-        payload["next_cursor"] = str(found[limit].id)
-    return lfs_response(payload)
+    page, more = _find_page(repo, limit, cursor)
+    return lfs_response(
+        {
+            "ours": [lock.to_json() for lock in page if lock.owner == user],
+            "theirs": [lock.to_json() for lock in page if lock.owner != user],
+            **more,
+        }
+    )
 
 
 @bp.post("/<path:repo>/info/lfs/locks/<lock_id>/unlock")
 def unlock(repo: str, lock_id: str) -> Response:
     """Remove a lock: the owner may; others only with force and admin access."""
-    repo, user = _existing_repo(repo, "write")
-    body = _object_body('unlock request (such as {"force": false})')
+    repo, user, body = _write_request(repo, 'unlock request (such as {"force": false})')
     force = body.get("force", False)
     if not isinstance(force, bool):
         raise ApiError(422, f"force must be true or false, got {force!r}")
