@@ -5,15 +5,14 @@ pip user gets what the README tells them to use (the hook, the gunicorn settings
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from lfs_testlib import cli
+from support import interrupt, read_only_mount
 
 SCRIPT = str(Path(sys.executable).parent / "lfs-server")
 
@@ -30,22 +29,15 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
     """A folder nobody may write to: a read-only tmpfs as root, mode 0555 otherwise."""
     path = tmp_path / "ro"
     path.mkdir()
-    if os.geteuid() == 0:
-        mounted = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(path)],
-            capture_output=True,
-            check=False,
-        )
-        if mounted.returncode != 0:
-            pytest.skip(f"cannot mount a read-only tmpfs: {mounted.stderr!r}")
-        try:
+    with read_only_mount(path) as mounted:
+        if mounted:
             yield path
-        finally:
-            subprocess.run(["umount", str(path)], check=False)
-    else:
-        path.chmod(0o555)
-        yield path
-        path.chmod(0o755)
+            return
+    if os.geteuid() == 0:
+        pytest.skip("cannot mount a read-only tmpfs here")
+    path.chmod(0o555)
+    yield path
+    path.chmod(0o755)
 
 
 def test_user_add_into_a_read_only_folder_is_one_line(read_only_dir: Path) -> None:
@@ -137,18 +129,14 @@ def test_closed_stdout_ends_quietly(tmp_path: Path) -> None:
 
 def test_ctrl_c_is_130_and_one_line(tmp_path: Path) -> None:
     """Ctrl-C while `user add` waits for its password on stdin."""
-    proc = subprocess.Popen(
+    result = interrupt(
         [SCRIPT, "user", "add", "carol", "--password-stdin", "--data", str(tmp_path)],
+        settle=1.5,
+        timeout=30,
         stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
     )
-    time.sleep(1.5)
-    proc.send_signal(signal.SIGINT)
-    _out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, err
-    assert err.strip() == "lfs-server: interrupted", err
+    assert result.returncode == 130, result.stderr
+    assert result.stderr.strip() == "lfs-server: interrupted", result.stderr
     assert not (tmp_path / "users.json").exists()
 
 
