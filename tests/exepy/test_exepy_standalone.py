@@ -389,6 +389,32 @@ def test_onefile_first_runs_at_once(built: Built, wine_prefix: WinePrefix) -> No
     assert len(list(cache.iterdir())) == 1, sorted(p.name for p in cache.iterdir())
 
 
+def test_onefile_repairs_a_damaged_runtime_cache(built: Built, wine_prefix: WinePrefix) -> None:
+    cache = wine_prefix.runtime_cache()
+    shutil.rmtree(cache, ignore_errors=True)
+    proc = wine_prefix.run([str(built.onefile), "report"])
+    assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
+    [folder] = list(cache.iterdir())
+    whole = _cache_state(cache)
+    dll, pyd = folder / built.runtime.dll, folder / "_sqlite3.pyd"
+    for attempt in range(2):  # one run repairs; then two repair the same damage at once
+        dll.write_bytes(dll.read_bytes()[: dll.stat().st_size // 2])  # truncated
+        pyd.unlink()  # missing: the app imports sqlite3
+        kept = {k: v for k, v in _cache_state(cache).items() if not k.endswith(dll.name)}
+        runs = [wine_prefix.start([str(built.onefile), "report"]) for _ in range(attempt + 1)]
+        for run in runs:
+            out, err = run.communicate(timeout=120)
+            assert run.returncode == 0, err.decode("utf-8", "replace")
+            assert json.loads(out.decode("utf-8").splitlines()[1])["sqlite"] == 42
+        for repaired in (dll, pyd):
+            assert repaired.read_bytes() == (built.runtime.path / repaired.name).read_bytes()
+        state = _cache_state(cache)
+        # only the two damaged files were written again; no temporary file is left
+        assert sorted(state) == sorted(whole), sorted(set(state) ^ set(whole))
+        assert {k: v for k, v in state.items() if k in kept} == kept
+    assert [p.name for p in cache.iterdir()] == [folder.name]
+
+
 def test_windowed(built: Built, wine_prefix: WinePrefix, tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     proc = wine_prefix.run([str(built.windowed), "windowed", windows_path(out)])

@@ -8,11 +8,15 @@
  * (RT_RCDATA 200 and 201, the original exepy format).
  *
  * Resources written by exepy:
+ *   RT_RCDATA 200, 201  the app's bundle and command line, handed to Python as bytes.
  *   RT_RCDATA 202  UTF-16LE, NUL-separated: DLL name ("python313.dll"), mode ("onedir" or
  *                  "onefile"), cache key (onefile: the runtime payload's hash).
  *   RT_RCDATA 203  onefile only: the runtime's binaries (DLLs and .pyd), raw deflate each:
  *                  "EXEPYRT1", uint32 count, then per file: uint16 name length (UTF-16
  *                  units), the name, uint32 size, uint32 packed size, packed bytes.
+ *   RT_RCDATA 204  the start-up table: marshal of {module name: (path, code object)} for
+ *                  embeddedimport's start-up modules and the few standard ones they need,
+ *                  compiled by the runtime's own CPython (absent when it could not run).
  *
  * onedir: the DLL is next to the exe. onefile: the binaries are unpacked once into
  * %LOCALAPPDATA%\exepy\runtimes\<key> (a temporary folder renamed into place, so two first
@@ -33,6 +37,9 @@
 
 #define CONFIG_ID 202
 #define RUNTIME_ID 203
+#define BUNDLE_ID 200
+#define COMMAND_ID 201
+#define BOOT_ID 204
 
 typedef struct {
     int type;
@@ -57,6 +64,9 @@ typedef int (*StatusExceptionFn)(PyStatus);
 typedef void (*ExitStatusExceptionFn)(PyStatus);
 typedef int (*RunStringFn)(const char *, void *);
 typedef int (*FinalizeFn)(void);
+typedef void *(*BytesFromFn)(const char *, intptr_t);
+typedef int (*SysSetFn)(const char *, void *);
+typedef void (*DecRefFn)(void *);
 
 /* PyPreConfig (unchanged from 3.8 to 3.13 on Windows): utf8_mode follows _config_init,
  * parse_argv, isolated, use_environment, configure_locale, coerce_c_locale,
@@ -67,7 +77,24 @@ typedef int (*FinalizeFn)(void);
 #define CONFIG_ARGV 120
 #define CONFIG_SITE_IMPORT 168
 
-static const char BOOTSTRAP[] = "import embeddedimport._startup as s\ns.standalone()\n";
+/* Hands over to embeddedimport._startup.standalone() with the resources the launcher found
+ * (sys._exepy_boot: 204, sys._exepy_bundle: 200, sys._exepy_command: 201; each only if
+ * present). With the start-up table (204), _startup's own code comes from it: no file is
+ * opened to start the app. Without it (built where the runtime could not compile
+ * embeddedimport), _startup is imported from the sources in the exe's zip. */
+static const char BOOTSTRAP[] =
+    "import sys\n"
+    "boot = sys.__dict__.pop('_exepy_boot', None)\n"
+    "if boot is None:\n"
+    "    import embeddedimport._startup as startup\n"
+    "else:\n"
+    "    import marshal\n"
+    "    boot = marshal.loads(boot)\n"
+    "    startup = type(sys)('embeddedimport._startup')\n"
+    "    startup.__package__ = 'embeddedimport'\n"
+    "    exec(boot['embeddedimport._startup'][1], startup.__dict__)\n"
+    "startup.standalone(boot, sys.__dict__.pop('_exepy_bundle', None),\n"
+    "                   sys.__dict__.pop('_exepy_command', None))\n";
 
 static wchar_t exe_path[MAX_PATH * 2];
 static int windowed;
@@ -395,6 +422,64 @@ static uint32_t read_u32(const uint8_t *p)
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
+/* One file of the payload (RT_RCDATA 203). */
+typedef struct {
+    wchar_t name[MAX_PATH];
+    uint32_t raw, packed;
+    const uint8_t *data;
+} Entry;
+
+/* The payload's file count, or -1 if its header is damaged; files start at offset 12. */
+static long payload_count(const uint8_t *payload, DWORD size)
+{
+    if (size < 12 || memcmp(payload, "EXEPYRT1", 8) != 0 || read_u32(payload + 8) > 4096)
+        return -1;
+    return (long)read_u32(payload + 8);
+}
+
+/* Read the entry at *at and move past it; 0 if the payload is damaged there. */
+static int next_entry(const uint8_t *payload, DWORD size, size_t *at, Entry *entry)
+{
+    size_t pos = *at;
+    if (pos + 2 > size)
+        return 0;
+    unsigned name_len = payload[pos] | (payload[pos + 1] << 8);
+    pos += 2;
+    if (name_len == 0 || name_len >= MAX_PATH || pos + name_len * 2 + 8 > size)
+        return 0;
+    memcpy(entry->name, payload + pos, name_len * 2);
+    entry->name[name_len] = 0;
+    pos += name_len * 2;
+    entry->raw = read_u32(payload + pos);
+    entry->packed = read_u32(payload + pos + 4);
+    pos += 8;
+    if (entry->packed > size - pos || wcschr(entry->name, L'\\') || wcschr(entry->name, L'/'))
+        return 0;
+    entry->data = payload + pos;
+    *at = pos + entry->packed;
+    return 1;
+}
+
+/* Inflate the entry into a new file at path (which must not exist). */
+static int write_entry(const wchar_t *path, const Entry *entry)
+{
+    uint8_t *buffer = VirtualAlloc(NULL, entry->raw ? entry->raw : 1, MEM_COMMIT | MEM_RESERVE, PAGE_READWRITE);
+    int ok = buffer != NULL && inflate_raw(entry->data, entry->packed, buffer, entry->raw);
+    if (ok) {
+        DWORD written = 0;
+        HANDLE file = CreateFileW(path, GENERIC_WRITE, 0, NULL, CREATE_NEW, FILE_ATTRIBUTE_NORMAL, NULL);
+        ok = file != INVALID_HANDLE_VALUE && WriteFile(file, buffer, entry->raw, &written, NULL) && written == entry->raw;
+        if (file != INVALID_HANDLE_VALUE) {
+            ok = CloseHandle(file) && ok;
+            if (!ok)
+                DeleteFileW(path);
+        }
+    }
+    if (buffer != NULL)
+        VirtualFree(buffer, 0, MEM_RELEASE);
+    return ok;
+}
+
 static void remove_tree(const wchar_t *folder)
 {
     wchar_t pattern[MAX_PATH * 2], path[MAX_PATH * 2];
@@ -413,66 +498,111 @@ static void remove_tree(const wchar_t *folder)
     RemoveDirectoryW(folder);
 }
 
-static int file_exists(const wchar_t *path)
-{
-    DWORD attributes = GetFileAttributesW(path);
-    return attributes != INVALID_FILE_ATTRIBUTES && !(attributes & FILE_ATTRIBUTE_DIRECTORY);
-}
+static const wchar_t DAMAGED[] = L"the runtime resource (RT_RCDATA 203) is damaged: rebuild the app";
+static const wchar_t CANNOT_UNPACK[] = L"cannot unpack the Python runtime into %LOCALAPPDATA%\\exepy\\runtimes "
+                                       L"(disk full, or the exe is damaged)";
 
 /* Unpack the payload into a fresh folder next to `final`, then rename it into place. */
 static int unpack_runtime(const wchar_t *final, const uint8_t *payload, DWORD size)
 {
-    wchar_t temp[MAX_PATH * 2], path[MAX_PATH * 2], name[MAX_PATH];
+    wchar_t temp[MAX_PATH * 2], path[MAX_PATH * 2];
     _snwprintf(temp, sizeof temp / sizeof *temp, L"%ls.%lu-%lu.tmp", final, GetCurrentProcessId(), GetTickCount());
     if (!CreateDirectoryW(temp, NULL))
         return fail(L"cannot create the runtime cache folder (%LOCALAPPDATA%\\exepy\\runtimes)");
-    if (size < 12 || memcmp(payload, "EXEPYRT1", 8) != 0) {
-        remove_tree(temp);
-        return fail(L"the runtime resource (RT_RCDATA 203) is damaged: rebuild the app");
-    }
-    uint32_t count = read_u32(payload + 8), index;
+    long count = payload_count(payload, size), index;
     size_t at = 12;
+    Entry entry;
     for (index = 0; index < count; index++) {
-        if (at + 2 > size)
+        if (!next_entry(payload, size, &at, &entry))
             break;
-        unsigned name_len = payload[at] | (payload[at + 1] << 8);
-        at += 2;
-        if (name_len == 0 || name_len >= MAX_PATH || at + name_len * 2 + 8 > size)
-            break;
-        memcpy(name, payload + at, name_len * 2);
-        name[name_len] = 0;
-        at += name_len * 2;
-        uint32_t raw = read_u32(payload + at), packed = read_u32(payload + at + 4);
-        at += 8;
-        if (packed > size - at || wcschr(name, L'\\') || wcschr(name, L'/'))
-            break;
-        uint8_t *buffer = VirtualAlloc(NULL, raw ? raw : 1, MEM_COMMIT | MEM_RESERVE, PAGE_READWRITE);
-        int ok = buffer != NULL && inflate_raw(payload + at, packed, buffer, raw);
-        at += packed;
-        DWORD written = 0;
-        if (ok) {
-            _snwprintf(path, sizeof path / sizeof *path, L"%ls\\%ls", temp, name);
-            HANDLE file = CreateFileW(path, GENERIC_WRITE, 0, NULL, CREATE_NEW, FILE_ATTRIBUTE_NORMAL, NULL);
-            ok = file != INVALID_HANDLE_VALUE && WriteFile(file, buffer, raw, &written, NULL) && written == raw;
-            if (file != INVALID_HANDLE_VALUE)
-                ok = CloseHandle(file) && ok;
-        }
-        if (buffer != NULL)
-            VirtualFree(buffer, 0, MEM_RELEASE);
-        if (!ok) {
+        _snwprintf(path, sizeof path / sizeof *path, L"%ls\\%ls", temp, entry.name);
+        if (!write_entry(path, &entry)) {
             remove_tree(temp);
-            return fail(L"cannot unpack the Python runtime into %LOCALAPPDATA%\\exepy\\runtimes "
-                        L"(disk full, or the exe is damaged)");
+            return fail(CANNOT_UNPACK);
         }
     }
-    if (index != count) {
+    if (count < 0 || index != count) {
         remove_tree(temp);
-        return fail(L"the runtime resource (RT_RCDATA 203) is damaged: rebuild the app");
+        return fail(DAMAGED);
     }
     if (!MoveFileExW(temp, final, 0)) {
         /* Another first run won the race: its folder is complete (it was renamed whole). */
         remove_tree(temp);
     }
+    return 0;
+}
+
+/* The files of the cache folder (name, size) from one directory listing; -1 if the
+ * folder does not exist. */
+#define MAX_LISTED 256
+typedef struct {
+    wchar_t name[MAX_PATH];
+    uint64_t size;
+} Listed;
+
+static int list_folder(const wchar_t *folder, Listed *listed)
+{
+    wchar_t pattern[MAX_PATH * 2];
+    WIN32_FIND_DATAW found;
+    _snwprintf(pattern, sizeof pattern / sizeof *pattern, L"%ls\\*", folder);
+    HANDLE search = FindFirstFileExW(pattern, FindExInfoBasic, &found, FindExSearchNameMatch, NULL, FIND_FIRST_EX_LARGE_FETCH);
+    if (search == INVALID_HANDLE_VALUE)
+        return GetLastError() == ERROR_FILE_NOT_FOUND ? 0 : -1;
+    int count = 0;
+    do {
+        if (!(found.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY) && count < MAX_LISTED) {
+            wcscpy(listed[count].name, found.cFileName);
+            listed[count].size = ((uint64_t)found.nFileSizeHigh << 32) | found.nFileSizeLow;
+            count++;
+        }
+    } while (FindNextFileW(search, &found));
+    FindClose(search);
+    return count;
+}
+
+static int listed_intact(const Listed *listed, int count, const Entry *entry)
+{
+    for (int i = 0; i < count; i++)
+        if (_wcsicmp(listed[i].name, entry->name) == 0)
+            return listed[i].size == entry->raw;
+    return 0;
+}
+
+/* Make `folder` hold every payload file at its full size: unpack the whole payload if the
+ * folder is missing; otherwise check one directory listing against the payload's names
+ * and sizes (cheap: no file is opened) and rewrite any file that is missing or has the
+ * wrong size (truncated, emptied). A rewritten file is written beside its place and
+ * renamed over it, so it appears whole; two runs repairing at once write the same bytes. */
+static int ensure_runtime(const wchar_t *folder, const uint8_t *payload, DWORD size)
+{
+    static Listed listed[MAX_LISTED];
+    int found = list_folder(folder, listed);
+    if (found < 0)
+        return unpack_runtime(folder, payload, size);
+    long count = payload_count(payload, size), index;
+    size_t at = 12;
+    Entry entry;
+    for (index = 0; index < count; index++) {
+        if (!next_entry(payload, size, &at, &entry))
+            break;
+        if (listed_intact(listed, found, &entry))
+            continue;
+        wchar_t path[MAX_PATH * 2], temp[MAX_PATH * 2];
+        _snwprintf(path, sizeof path / sizeof *path, L"%ls\\%ls", folder, entry.name);
+        _snwprintf(temp, sizeof temp / sizeof *temp, L"%ls.%lu-%lu.tmp", path, GetCurrentProcessId(), GetTickCount());
+        if (!write_entry(temp, &entry))
+            return fail(CANNOT_UNPACK);
+        if (!MoveFileExW(temp, path, MOVEFILE_REPLACE_EXISTING)) {
+            /* Another run put it there first and has it loaded: is it whole now? */
+            DeleteFileW(temp);
+            WIN32_FILE_ATTRIBUTE_DATA now;
+            if (!GetFileAttributesExW(path, GetFileExInfoStandard, &now) || now.nFileSizeHigh != 0 ||
+                now.nFileSizeLow != entry.raw)
+                return fail(CANNOT_UNPACK);
+        }
+    }
+    if (count < 0 || index != count)
+        return fail(DAMAGED);
     return 0;
 }
 
@@ -544,14 +674,12 @@ int wmain(int argc, wchar_t **argv)
         if (runtime_folder(key, folder))
             return 1;
         _snwprintf(dll_path, sizeof dll_path / sizeof *dll_path, L"%ls\\%ls", folder, dll_name);
-        if (!file_exists(dll_path)) {
-            DWORD payload_size = 0;
-            const uint8_t *payload = find_rcdata(RUNTIME_ID, &payload_size);
-            if (payload == NULL)
-                return fail(L"the runtime resource (RT_RCDATA 203) is missing: rebuild the app");
-            if (unpack_runtime(folder, payload, payload_size))
-                return 1;
-        }
+        DWORD payload_size = 0;
+        const uint8_t *payload = find_rcdata(RUNTIME_ID, &payload_size);
+        if (payload == NULL)
+            return fail(L"the runtime resource (RT_RCDATA 203) is missing: rebuild the app");
+        if (ensure_runtime(folder, payload, payload_size))
+            return 1;
     } else {
         wcscpy(folder, exe_path);
         *wcsrchr(folder, L'\\') = 0;
@@ -576,6 +704,9 @@ int wmain(int argc, wchar_t **argv)
     ExitStatusExceptionFn exit_status = (ExitStatusExceptionFn)(void *)need(python, "Py_ExitStatusException", &missing);
     RunStringFn run_string = (RunStringFn)(void *)need(python, "PyRun_SimpleStringFlags", &missing);
     FinalizeFn finalize = (FinalizeFn)(void *)need(python, "Py_FinalizeEx", &missing);
+    BytesFromFn bytes_from = (BytesFromFn)(void *)need(python, "PyBytes_FromStringAndSize", &missing);
+    SysSetFn sys_set = (SysSetFn)(void *)need(python, "PySys_SetObject", &missing);
+    DecRefFn dec_ref = (DecRefFn)(void *)need(python, "Py_DecRef", &missing);
     if (missing)
         return fail(L"the Python DLL lacks the PyConfig API (Python 3.11 or later is needed)");
 
@@ -628,6 +759,22 @@ int wmain(int argc, wchar_t **argv)
     config_clear(cfg);
     if (status_exception(status))
         exit_status(status);
+    /* The resources are mapped with the image: handing them over copies them once, where
+     * reading them back from the file in Python would open and parse the exe again. */
+    static const struct {
+        int id;
+        const char *name;
+    } handed[] = {{BOOT_ID, "_exepy_boot"}, {BUNDLE_ID, "_exepy_bundle"}, {COMMAND_ID, "_exepy_command"}};
+    for (size_t i = 0; i < sizeof handed / sizeof *handed; i++) {
+        DWORD size = 0;
+        const uint8_t *data = find_rcdata(handed[i].id, &size);
+        if (data == NULL)
+            continue;
+        void *value = bytes_from((const char *)data, (intptr_t)size);
+        if (value == NULL || sys_set(handed[i].name, value) != 0)
+            return fail(L"cannot hand the app's resources to Python (out of memory?)");
+        dec_ref(value);
+    }
     int failed = run_string(BOOTSTRAP, NULL);
     finalize();
     return failed ? 1 : 0;

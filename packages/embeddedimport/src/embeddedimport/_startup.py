@@ -60,21 +60,39 @@ def start(executable: str, data: bytes, argv: "Sequence[str] | None") -> None:
     _after_site(run_application)
 
 
-def standalone() -> None:
+def standalone(
+    table: "dict[str, tuple[str, CodeType]] | None" = None,
+    data: "bytes | None" = None,
+    command: "bytes | None" = None,
+) -> None:
     """Run the bundle of ``sys.executable`` with ``sys.argv[1:]``; exit with its status.
 
     The entry point of exepy's standalone launcher, which starts an isolated CPython with
     the standard library and this package in the exe's appended zip and calls this instead
     of a ``.pth`` hook: there is no ``site`` to wait for, and CPython's own shutdown runs
     after the ``SystemExit`` this raises (the launcher's ``PyRun_SimpleString`` exits).
+
+    The launcher hands over what it found in the exe's resources, mapped with the image:
+    ``table`` (204, ``{module name: (path in the zip, code object)}``: the rest of the
+    start-up's modules, compiled by the runtime's own CPython; this module's code came from
+    it too), and the bundle (200, ``data``) and command line (201, ``command``). Served
+    from memory, they spare a zip lookup per module and reading the exe's resources back
+    from its file, each worth milliseconds under Wine. Without them the modules come from
+    the zip (``sys.path[0]``) and the bundle from the file.
     """
-    _use_boot_table()
-    from .bundle import BundleError
+    if table is not None:
+        sys.meta_path.insert(0, _BootTable(table, sys.path[0]))
+    from .bundle import BundleError, unpack_command
     from .importer import Bundle, BundleNotFoundError
     from .runtime import exit_status, launch, report
 
     try:
-        bundle = Bundle.from_executable(sys.executable)
+        if data is None:
+            bundle = Bundle.from_executable(sys.executable)
+        else:
+            argv = None if command is None else unpack_command(command)
+            # No stamp: the running image cannot change on disk (Windows locks it).
+            bundle = Bundle(sys.executable, data, argv)
     except (BundleNotFoundError, BundleError) as exc:
         _fatal(f"cannot start the bundled application: {exc}")
         return
@@ -84,32 +102,6 @@ def standalone() -> None:
     except BaseException as exc:  # everything, as CPython's main loop does
         error = exc
     raise SystemExit(exit_status(error, report))
-
-
-BOOT_TABLE = "embeddedimport/_boot.marshal"
-"""The zip entry (beside the standard library) of the start-up modules' code table."""
-
-
-def _use_boot_table() -> None:
-    """Serve the rest of the start-up's modules from one table in the exe's zip, if any.
-
-    exepy puts ``{name: (path, code object)}`` there, compiled by the runtime's own
-    CPython: the rest of embeddedimport and the few standard modules it needs. One read
-    and one ``marshal.loads`` instead of a zip lookup, read and inflate per module, which
-    costs ~2 ms each under Wine. ``sys.path[0]`` is the zip (the launcher put it there).
-    """
-    import marshal
-    import zipimport
-
-    entry = sys.path[0] if sys.path else ""
-    try:
-        # The exe's own zip, written by exepy with the runtime's compiler: as trusted as
-        # the standard library beside it.
-        table = marshal.loads(zipimport.zipimporter(entry).get_data(BOOT_TABLE))  # noqa: S302
-    except (ImportError, OSError, ValueError, EOFError, TypeError):
-        return
-    if isinstance(table, dict):
-        sys.meta_path.insert(0, _BootTable(table, entry))
 
 
 class _BootTable:
@@ -125,7 +117,9 @@ class _BootTable:
         if found is None:
             return None
         origin = self._entry + os.sep + found[0].replace("/", os.sep)
-        spec = type(__spec__)(  # importlib.machinery.ModuleSpec, without importing importlib
+        # importlib.machinery.ModuleSpec without importing importlib (sys's spec: this
+        # module may run from the table, without a spec of its own).
+        spec = type(sys.__spec__)(
             name,
             self,  # type: ignore[arg-type]
             origin=origin,

@@ -8,6 +8,9 @@ The exe is ``launcher-win-amd64.exe`` (our C, ``packages/exepy/launcher/launcher
   each ending in NUL;
 - resource 203 (``--onefile`` only): the runtime's DLLs and ``.pyd`` files, raw deflate,
   which the launcher unpacks once per user into ``%LOCALAPPDATA%\\exepy\\runtimes\\<key>``;
+- resource 204: the start-up table, embeddedimport's start-up modules and the few standard
+  ones they import, compiled by the runtime's own CPython, which the launcher hands to
+  Python from memory with resources 200 and 201 (no file is opened to start the app);
 - an appended zip: the runtime's compiled standard library plus embeddedimport's sources,
   which the launcher puts first on an isolated ``sys.path`` (zipimport reads archives
   with data in front of them).
@@ -36,7 +39,6 @@ from pathlib import Path
 
 import embeddedimport
 from embeddedimport import bundle
-from embeddedimport._startup import BOOT_TABLE as _BOOT_TABLE
 
 from exepy.build import (
     BuildError,
@@ -50,12 +52,21 @@ from exepy.editor import ResourceEditor, SignatureRemovedWarning
 from exepy.runtime import Runtime, cache_root
 from exepy.wheels import WheelError, download_requirements, wheel_files
 
-__all__ = ["CONFIG_ID", "RUNTIME_ID", "StandaloneResult", "build_standalone", "launcher_bytes"]
+__all__ = [
+    "BOOT_ID",
+    "CONFIG_ID",
+    "RUNTIME_ID",
+    "StandaloneResult",
+    "build_standalone",
+    "launcher_bytes",
+]
 
 CONFIG_ID = 202
 """RT_RCDATA id of the launcher's runtime configuration."""
 RUNTIME_ID = 203
 """RT_RCDATA id of the onefile runtime payload."""
+BOOT_ID = 204
+"""RT_RCDATA id of the start-up table (see :func:`embeddedimport._startup.standalone`)."""
 LAUNCHER = "launcher-win-amd64.exe"
 _PAYLOAD_MAGIC = b"EXEPYRT1"
 
@@ -100,7 +111,8 @@ with zipfile.ZipFile(target + ".part", "w") as out:
             pyc = external._code_to_hash_pyc(code, importlib.util.source_hash(data), False)
             out.writestr("embeddedimport/" + name[:-3] + ".pyc", bytes(pyc))
             if name[:-3] in BOOT_EMBEDDEDIMPORT:
-                boot["embeddedimport." + name[:-3]] = ("embeddedimport/" + name, code)
+                module = "embeddedimport" + ("" if name == "__init__.py" else "." + name[:-3])
+                boot[module] = ("embeddedimport/" + name, code)
     for name in BOOT_STDLIB:
         spec = importlib.util.find_spec(name)
         package = spec.submodule_search_locations is not None
@@ -109,11 +121,13 @@ with zipfile.ZipFile(target + ".part", "w") as out:
     out.writestr(BOOT_TABLE, marshal.dumps(boot))
 os.replace(target + ".part", target)
 """
-# The modules a standalone app's start-up imports after embeddedimport._startup: served from
-# one marshalled table (embeddedimport/_boot.marshal, read once) instead of one zip read each,
-# which costs ~2 ms per module under Wine (see embeddedimport._startup.standalone).
-_BOOT_EMBEDDEDIMPORT = ("bundle", "importer", "pe", "runtime")
+# The modules a standalone app's start-up imports: served from one marshalled table (resource
+# BOOT_ID, mapped with the exe) instead of one zip read each, which costs ~2 ms per module
+# under Wine (see embeddedimport._startup.standalone). In the bytecode cache it is the zip
+# entry _BOOT_TABLE.
+_BOOT_EMBEDDEDIMPORT = ("__init__", "_startup", "bundle", "importer", "pe", "runtime")
 _BOOT_STDLIB = ("__future__", "importlib", "struct", "encodings.utf_16_le")
+_BOOT_TABLE = "embeddedimport/_boot.marshal"
 
 
 def _compile_script() -> str:
@@ -294,6 +308,9 @@ def build_standalone(
         editor, cwd, icon=icon, version=version, manifest=manifest, windowed=windowed
     )
     bytecode = embeddedimport_bytecode(runtime)
+    if bytecode is not None:
+        editor.set(bundle.RT_RCDATA, BOOT_ID, dict(bytecode)[_BOOT_TABLE])
+        bytecode = [(name, code) for name, code in bytecode if name != _BOOT_TABLE]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SignatureRemovedWarning)
         data = editor.to_bytes() + stdlib_zip(runtime, bytecode)
