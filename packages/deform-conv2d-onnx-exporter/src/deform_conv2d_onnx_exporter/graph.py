@@ -7,15 +7,15 @@ output value. Three emitters drive it: plain ``NodeProto`` lists (:mod:`.lower`)
 TorchScript exporter's graph context (:mod:`.torchscript`) and onnxscript's tracer inside
 the dynamo exporter (:mod:`.dynamo`).
 
-Two named variants:
+One entry point, :func:`build_deform_conv`, with two sampling variants:
 
-* :func:`deform_conv_gridsample_opset16` (opset >= 16, the fast path). Every kernel tap is
+* ``"gridsample"`` (opset >= 16, the fast path). Every kernel tap is
   one bilinear ``GridSample`` lookup (``padding_mode="zeros"``, ``align_corners=0``), which
   is exactly torchvision's border rule. The taps are stacked along the sampled height and
   the offset groups are folded into the batch, so one ``GridSample`` produces the columns
   already in the ``(N, C*K, Ho, Wo)`` layout that a grouped 1x1 ``Conv`` consumes: no
   Transpose touches anything larger than the offsets.
-* :func:`deform_conv_gathernd_opset12` (opsets 12-15, no GridSample there). Corner indices
+* ``"gathernd"`` (opsets 12-15, no GridSample there). Corner indices
   are ``Clip``-ped into the image and corners outside it get weight zero; the four corners
   come from one ``GatherND`` and are weighted (bilinear weight times mask folded together
   first) before they meet the channels.
@@ -471,25 +471,21 @@ def _unfold_columns(o: _Ops[V], spec: DeformConvSpec, x: V, shape: _Shape[V], ou
     return o.reshape(x, o.concat(lead, out_hw))
 
 
-def deform_conv_gridsample_opset16(
-    em: Emitter[V],
-    spec: DeformConvSpec,
-    x: V,
-    weight: V,
-    offset: V,
-    mask: V | None = None,
-    bias: V | None = None,
-    *,
-    opset: int = GRIDSAMPLE_OPSET,
-) -> V:
-    """Emit DeformConv with one ``GridSample`` (opset >= 16); return the output value."""
-    if opset < GRIDSAMPLE_OPSET:
-        raise ValueError(f"the GridSample variant needs opset >= {GRIDSAMPLE_OPSET}, got {opset}")
-    o = _Ops(em, opset, spec.dtype)
+@dataclass(frozen=True)
+class _Layer(Generic[V]):
+    """What both samplers share: the op helpers, the spec, X's shape, ``[H, W]``, ``[Ho, Wo]``."""
+
+    o: _Ops[V]
+    spec: DeformConvSpec
+    shape: _Shape[V]
+    hw: Maybe
+    out_hw: Maybe
+
+
+def _sample_gridsample(layer: _Layer[V], x: V, offset: V, mask: V | None) -> V:
+    """The masked columns from one ``GridSample`` (opset >= 16): (N*og, C/og, K*Ho, Wo)."""
+    o, spec, shape, hw, out_hw = layer.o, layer.spec, layer.shape, layer.hw, layer.out_hw
     taps = spec.taps
-    shape = _Shape(o, x, spec.input_shape)
-    hw = shape.dims(2, 4)
-    out_hw = _output_size(o, spec, hw)
     # Pixel p -> GridSample's normalised coordinate with align_corners=0:
     # g = (p + 0.5) * (2/size) - 1 = offset * (2/size) + base, where
     # base = (tap position + 0.5) * (2/size) - 1 is one constant (rounded once from float64)
@@ -519,38 +515,23 @@ def deform_conv_gridsample_opset16(
     )
 
     folded = _fold_offset_groups(o, spec, x, shape)
-    mode = "bilinear" if opset < 20 else "linear"
+    mode = "bilinear" if o.opset < 20 else "linear"
     sampled = o.op(
         "GridSample", folded, o.value(grid), mode=mode, padding_mode="zeros", align_corners=0
     )
-    # sampled: (N*og, C/og, K*Ho, Wo)
-    if mask is not None:
-        mask4 = o.reshape(
-            mask, o.concat(np.array([-1, 1], np.int64), k_out_h, o.take(out_hw, 1, 2))
-        )
-        sampled = o.op("Mul", sampled, o.value(mask4))
-    cols = _unfold_columns(o, spec, sampled, shape, out_hw)
-    return _columns_to_output(o, spec, cols, weight, bias, out_hw, shape.known(1))
+    if mask is None:
+        return sampled
+    mask4 = o.reshape(mask, o.concat(np.array([-1, 1], np.int64), k_out_h, o.take(out_hw, 1, 2)))
+    return o.op("Mul", sampled, o.value(mask4))
 
 
-def deform_conv_gathernd_opset12(
-    em: Emitter[V],
-    spec: DeformConvSpec,
-    x: V,
-    weight: V,
-    offset: V,
-    mask: V | None = None,
-    bias: V | None = None,
-    *,
-    opset: int = MIN_OPSET,
-) -> V:
-    """Emit DeformConv with ``Clip``-ped indices and one ``GatherND`` (opset >= 12)."""
-    check_opset(opset)
-    o = _Ops(em, opset, spec.dtype)
+def _sample_gathernd(layer: _Layer[V], x: V, offset: V, mask: V | None) -> V:
+    """The masked columns from ``Clip``-ped indices and one ``GatherND`` (opset >= 12).
+
+    Shape (N*og, C/og, K*Ho*Wo).
+    """
+    o, spec, shape, hw, out_hw = layer.o, layer.spec, layer.shape, layer.hw, layer.out_hw
     taps = spec.taps
-    shape = _Shape(o, x, spec.input_shape)
-    hw = shape.dims(2, 4)
-    out_hw = _output_size(o, spec, hw)
     y, xs = _sampling_coordinates(o, spec, offset, out_hw)
 
     folded = _fold_offset_groups(o, spec, x, shape)
@@ -611,10 +592,7 @@ def deform_conv_gathernd_opset12(
         channels = o.take(o.op("Shape", pixels_last), 2, 3)
     weighted = o.reshape(weighted, o.concat(np.array([0, 4, -1], np.int64), channels))
     summed = o.reduce_sum(o.value(weighted), 1)
-    channels_first = o.op("Transpose", summed, perm=[0, 2, 1])
-    # (N*og, C/og, K*Ho*Wo) -> (N, C*K, Ho, Wo)
-    cols = _unfold_columns(o, spec, channels_first, shape, out_hw)
-    return _columns_to_output(o, spec, cols, weight, bias, out_hw, c)
+    return o.op("Transpose", summed, perm=[0, 2, 1])
 
 
 def build_deform_conv(
@@ -629,10 +607,20 @@ def build_deform_conv(
     opset: int,
     variant: str | None = None,
 ) -> V:
-    """Emit DeformConv for *opset*, choosing the variant (``"gridsample"``/``"gathernd"``).
+    """Emit DeformConv for *opset* through *em*; return the output value.
 
-    *variant* None picks GridSample at opset >= 16 and GatherND below.
+    *variant* ``"gridsample"`` (opset >= 16) or ``"gathernd"`` (opset >= 12) names how the
+    columns are sampled; None picks GridSample at opset >= 16 and GatherND below. Both
+    variants share everything else: the output size, the offset-group folding, and the product
+    of the columns with the weight (``spec.columns``).
     """
-    if resolve_variant(variant, opset) == "gridsample":
-        return deform_conv_gridsample_opset16(em, spec, x, weight, offset, mask, bias, opset=opset)
-    return deform_conv_gathernd_opset12(em, spec, x, weight, offset, mask, bias, opset=opset)
+    sample = (
+        _sample_gridsample if resolve_variant(variant, opset) == "gridsample" else _sample_gathernd
+    )
+    o = _Ops(em, opset, spec.dtype)
+    shape = _Shape(o, x, spec.input_shape)
+    hw = shape.dims(2, 4)
+    out_hw = _output_size(o, spec, hw)
+    columns = sample(_Layer(o, spec, shape, hw, out_hw), x, offset, mask)
+    cols = _unfold_columns(o, spec, columns, shape, out_hw)  # (N, C*K, Ho, Wo)
+    return _columns_to_output(o, spec, cols, weight, bias, out_hw, shape.known(1))
