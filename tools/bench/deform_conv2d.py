@@ -2,10 +2,11 @@
 """Benchmark DeformConv2d: our decomposed ONNX graph against the alternatives, as ratios.
 
     python tools/bench/deform_conv2d.py [--repeats N] [--only S|M|L] [--no-baseline]
+                                        [--threads N] [--cpu-time]
 
-Everything runs with 2 threads, in one process run (the machine is shared and noisy, so
-read the ratios, not the absolute times). For each configuration it prints the median time
-of:
+Everything runs with 2 threads (``--threads``), in one process run (the machine is shared and
+noisy, so read the ratios, not the absolute times). For each configuration it prints the
+median time of:
 
 * torchvision's CPU op (``torchvision.ops.deform_conv2d``),
 * onnxruntime on our decomposed graph (dynamo exporter, ``decompose=True``, opset 20), exported
@@ -17,7 +18,15 @@ of:
 * OpenVINO on ``openvino.convert_model(torch_module)`` (its own DeformableConvolution),
 
 with the max abs error of each against torchvision, node counts by op type, and
-onnxruntime's profile share per op type for our graph. Then it checks the issue's goals.
+onnxruntime's profile share per op type for our graph. The rows "floor: GridSample alone" and
+"floor: GEMM alone" time the two heavy nodes of our static graph cut out as models of their
+own (the same inputs, the same run): their sum is what this decomposition cannot go below.
+Then it checks the issue's goals.
+
+``--cpu-time`` times each run by the process's CPU time instead of the wall clock. With
+``--threads 1`` that is the kernels' own cost, which stays put while other programs load the
+machine (wall-clock ratios at 2 threads moved by ~0.3 between runs at load 4-8 here);
+with more threads it also counts the worker threads' spinning.
 
 The 1.2.0 package shares our import name, so it is fetched with ``pip download`` into a
 temporary directory and run in a separate Python process, with its ``JitScalarType`` import
@@ -38,12 +47,15 @@ import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 THREADS = 2
+#: time.perf_counter (wall clock) or time.process_time (--cpu-time).
+CLOCK = time.perf_counter
 
 
 @dataclass(frozen=True)
@@ -259,6 +271,34 @@ def export_ours(
         )
 
 
+def floor_models(model: Any, inputs: dict[str, np.ndarray]) -> dict[str, tuple[Any, dict]]:
+    """Our graph's GridSample node and its GEMM node (MatMul or Conv), each cut out as a model.
+
+    Returns ``{"GridSample alone": (model, feeds), "GEMM alone": (model, feeds)}``; the feeds
+    are the real intermediate tensors of *inputs*, so GridSample samples the real grid.
+    """
+    import onnx
+    from onnx.utils import Extractor
+
+    nodes = list(model.graph.node)
+    sample = next(n for n in nodes if n.op_type == "GridSample")
+    gemm = next(n for n in nodes if n.op_type in ("MatMul", "Conv"))
+    extractor = Extractor(onnx.shape_inference.infer_shapes(model))
+    names = [i.name for i in model.graph.input]
+    columns = gemm.input[1] if gemm.op_type == "MatMul" else gemm.input[0]  # MatMul: W @ cols
+    wanted = [sample.input[0], sample.input[1], columns]
+    session = ort_session(extractor.extract_model(names, wanted).SerializeToString())
+    values = dict(zip(wanted, session.run(None, {k: inputs[k] for k in names}), strict=True))
+    cuts = {
+        "GridSample alone": ([sample.input[0], sample.input[1]], sample.output[0]),
+        "GEMM alone": ([columns], gemm.output[0]),
+    }
+    return {
+        label: (extractor.extract_model(ins, [out]), {k: values[k] for k in ins})
+        for label, (ins, out) in cuts.items()
+    }
+
+
 def bench_config(
     cfg: Config, repeats: int, baseline: Path | None, workdir: Path
 ) -> dict[str, float]:
@@ -320,6 +360,13 @@ def bench_config(
         runners["OpenVINO f32, convert_model(torch)"] = lambda: direct(feeds)[direct.output(0)]
 
     errors = {k: float(np.abs(np.asarray(fn()) - reference).max()) for k, fn in runners.items()}
+    for part, (cut, cut_feeds) in floor_models(ours, inputs).items():
+        cut_bytes = cut.SerializeToString()
+        cut_session = ort_session(cut_bytes)
+        runners[f"onnxruntime, floor: {part}"] = partial(cut_session.run, None, cut_feeds)
+        if ov is not None:
+            cut_ov = ov_compile(cut_bytes)
+            runners[f"OpenVINO f32, floor: {part}"] = partial(cut_ov, cut_feeds)
     # One runtime at a time: OpenVINO's worker threads keep spinning after a request and
     # slowed onnxruntime's own multi-threaded native kernel when all rows were interleaved
     # (it made native DeformConv look ~1.6x slower than when measured alone).
@@ -349,7 +396,7 @@ def bench_config(
         ratio = f"x{ratios[label]:6.2f}" if label in ratios else "       "
         print(
             f"  {label:<{width}}  {ms:9.2f} ms  {min(times[label]):8.2f} ms  {ratio}"
-            f"                        {errors[label]:.2e}"
+            + (f"                        {errors[label]:.2e}" if label in errors else "")
         )
     rows.update({f"ratio: {k}": v for k, v in ratios.items()})
     print(f"  nodes, our graph:   {op_counts(ours)}")
@@ -379,9 +426,9 @@ def interleaved_times(
     times: dict[str, list[float]] = {k: [] for k in runners}
     for _ in range(repeats):
         for label, fn in runners.items():
-            start = time.perf_counter()
+            start = CLOCK()
             fn()
-            times[label].append((time.perf_counter() - start) * 1000)
+            times[label].append((CLOCK() - start) * 1000)
     return times
 
 
@@ -392,7 +439,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--only", choices=[c.name for c in CONFIGS], help="run one configuration")
     parser.add_argument("--no-baseline", action="store_true", help="skip the 1.2.0 package")
+    parser.add_argument("--threads", type=int, default=2, help="threads per runtime (default 2)")
+    parser.add_argument(
+        "--cpu-time", action="store_true", help="time by process CPU time, not the wall clock"
+    )
     args = parser.parse_args(argv)
+    if args.threads < 1:
+        parser.error(f"--threads must be at least 1, got {args.threads}")
+    global THREADS, CLOCK
+    THREADS = args.threads
+    CLOCK = time.process_time if args.cpu_time else time.perf_counter
 
     import onnxruntime
     import torch
@@ -409,8 +465,10 @@ def main(argv: list[str] | None = None) -> int:
         versions += f", openvino {openvino.get_version()}"
     except ImportError:
         pass
+    clock = "process CPU time" if args.cpu_time else "wall clock"
     print(
-        f"DeformConv2d benchmark ({versions}); {os.cpu_count()} CPUs, {THREADS} threads everywhere"
+        f"DeformConv2d benchmark ({versions}); {os.cpu_count()} CPUs, {THREADS} threads "
+        f"everywhere, {clock}; load average {os.getloadavg()[0]:.2f}"
     )
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -446,6 +504,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = rows[f"ratio: {ours}"]
         verdict = "met" if ratio <= goal else "NOT met"
         print(f"  {name}: {ours} / {other} = {ratio:.3f} (goal <= {goal}): {verdict}")
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     return 0
 
 
