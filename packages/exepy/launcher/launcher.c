@@ -429,35 +429,59 @@ typedef struct {
     const uint8_t *data;
 } Entry;
 
-/* The payload's file count, or -1 if its header is damaged; files start at offset 12. */
-static long payload_count(const uint8_t *payload, DWORD size)
+/* Reading the payload's files in order: `left` files after offset `at`. */
+typedef struct {
+    const uint8_t *data;
+    DWORD size;
+    size_t at;
+    long left;
+    int damaged;
+} Payload;
+
+static Payload open_payload(const uint8_t *data, DWORD size)
 {
-    if (size < 12 || memcmp(payload, "EXEPYRT1", 8) != 0 || read_u32(payload + 8) > 4096)
-        return -1;
-    return (long)read_u32(payload + 8);
+    Payload payload = {data, size, 12, 0, 0};
+    if (size < 12 || memcmp(data, "EXEPYRT1", 8) != 0 || read_u32(data + 8) > 4096)
+        payload.damaged = 1;
+    else
+        payload.left = (long)read_u32(data + 8);
+    return payload;
 }
 
-/* Read the entry at *at and move past it; 0 if the payload is damaged there. */
-static int next_entry(const uint8_t *payload, DWORD size, size_t *at, Entry *entry)
+/* The next file into *entry; 0 at the end or where the payload is damaged (then
+ * payload->damaged is set). */
+static int next_entry(Payload *payload, Entry *entry)
 {
-    size_t pos = *at;
+    const uint8_t *data = payload->data;
+    size_t pos = payload->at, size = payload->size;
+    if (payload->left <= 0)
+        return 0;
+    payload->damaged = 1;
     if (pos + 2 > size)
         return 0;
-    unsigned name_len = payload[pos] | (payload[pos + 1] << 8);
+    unsigned name_len = data[pos] | (data[pos + 1] << 8);
     pos += 2;
     if (name_len == 0 || name_len >= MAX_PATH || pos + name_len * 2 + 8 > size)
         return 0;
-    memcpy(entry->name, payload + pos, name_len * 2);
+    memcpy(entry->name, data + pos, name_len * 2);
     entry->name[name_len] = 0;
     pos += name_len * 2;
-    entry->raw = read_u32(payload + pos);
-    entry->packed = read_u32(payload + pos + 4);
+    entry->raw = read_u32(data + pos);
+    entry->packed = read_u32(data + pos + 4);
     pos += 8;
     if (entry->packed > size - pos || wcschr(entry->name, L'\\') || wcschr(entry->name, L'/'))
         return 0;
-    entry->data = payload + pos;
-    *at = pos + entry->packed;
+    entry->data = data + pos;
+    payload->at = pos + entry->packed;
+    payload->left--;
+    payload->damaged = 0;
     return 1;
+}
+
+/* A name beside `path` that no other run uses: `path`.<process id>-<tick>.tmp */
+static void temp_name(wchar_t *out, size_t out_len, const wchar_t *path)
+{
+    _snwprintf(out, out_len, L"%ls.%lu-%lu.tmp", path, GetCurrentProcessId(), GetTickCount());
 }
 
 /* Inflate the entry into a new file at path (which must not exist). */
@@ -506,22 +530,19 @@ static const wchar_t CANNOT_UNPACK[] = L"cannot unpack the Python runtime into %
 static int unpack_runtime(const wchar_t *final, const uint8_t *payload, DWORD size)
 {
     wchar_t temp[MAX_PATH * 2], path[MAX_PATH * 2];
-    _snwprintf(temp, sizeof temp / sizeof *temp, L"%ls.%lu-%lu.tmp", final, GetCurrentProcessId(), GetTickCount());
+    temp_name(temp, sizeof temp / sizeof *temp, final);
     if (!CreateDirectoryW(temp, NULL))
         return fail(L"cannot create the runtime cache folder (%LOCALAPPDATA%\\exepy\\runtimes)");
-    long count = payload_count(payload, size), index;
-    size_t at = 12;
+    Payload files = open_payload(payload, size);
     Entry entry;
-    for (index = 0; index < count; index++) {
-        if (!next_entry(payload, size, &at, &entry))
-            break;
+    while (next_entry(&files, &entry)) {
         _snwprintf(path, sizeof path / sizeof *path, L"%ls\\%ls", temp, entry.name);
         if (!write_entry(path, &entry)) {
             remove_tree(temp);
             return fail(CANNOT_UNPACK);
         }
     }
-    if (count < 0 || index != count) {
+    if (files.damaged) {
         remove_tree(temp);
         return fail(DAMAGED);
     }
@@ -579,17 +600,14 @@ static int ensure_runtime(const wchar_t *folder, const uint8_t *payload, DWORD s
     int found = list_folder(folder, listed);
     if (found < 0)
         return unpack_runtime(folder, payload, size);
-    long count = payload_count(payload, size), index;
-    size_t at = 12;
+    Payload files = open_payload(payload, size);
     Entry entry;
-    for (index = 0; index < count; index++) {
-        if (!next_entry(payload, size, &at, &entry))
-            break;
+    while (next_entry(&files, &entry)) {
         if (listed_intact(listed, found, &entry))
             continue;
         wchar_t path[MAX_PATH * 2], temp[MAX_PATH * 2];
         _snwprintf(path, sizeof path / sizeof *path, L"%ls\\%ls", folder, entry.name);
-        _snwprintf(temp, sizeof temp / sizeof *temp, L"%ls.%lu-%lu.tmp", path, GetCurrentProcessId(), GetTickCount());
+        temp_name(temp, sizeof temp / sizeof *temp, path);
         if (!write_entry(temp, &entry))
             return fail(CANNOT_UNPACK);
         if (!MoveFileExW(temp, path, MOVEFILE_REPLACE_EXISTING)) {
@@ -601,7 +619,7 @@ static int ensure_runtime(const wchar_t *folder, const uint8_t *payload, DWORD s
                 return fail(CANNOT_UNPACK);
         }
     }
-    if (count < 0 || index != count)
+    if (files.damaged)
         return fail(DAMAGED);
     return 0;
 }
