@@ -143,23 +143,9 @@ def build_exe(
     files = collect_files(main, inputs, cwd)
     if output_path in {path for _, path in files}:
         raise BuildError(f"{os.fspath(output)} is also one of the input files")
-    contents = []
-    for name, path in files:
-        try:
-            contents.append((name, path.read_bytes()))
-        except OSError as exc:
-            raise BuildError(f"cannot read {name}: {exc.strerror}") from None
-    try:
-        blob = bundle.pack(contents)
-    except bundle.BundleError as exc:
-        raise BuildError(str(exc)) from None
-    argv = ["-m", main_module(files[0][0])] if command else None
-
+    contents = read_files(files)
     editor = ResourceEditor.open(base_path)
-    editor.set(bundle.RT_RCDATA, bundle.BUNDLE_ID, blob)
-    editor.remove(bundle.RT_RCDATA, bundle.COMMAND_ID)
-    if argv is not None:
-        editor.set(bundle.RT_RCDATA, bundle.COMMAND_ID, bundle.pack_command(argv))
+    argv = set_bundle(editor, contents, command=command)
     apply_app_resources(
         editor, cwd, icon=icon, version=version, manifest=manifest, windowed=windowed
     )
@@ -170,6 +156,35 @@ def build_exe(
     return BuildResult(
         output_path, [name for name, _ in files], argv, [str(w.message) for w in caught]
     )
+
+
+def read_files(files: Sequence[tuple[str, Path]]) -> list[tuple[str, bytes]]:
+    """``(bundle name, content)`` of each file :func:`collect_files` found."""
+    contents = []
+    for name, path in files:
+        try:
+            contents.append((name, path.read_bytes()))
+        except OSError as exc:
+            raise BuildError(f"cannot read {name}: {exc.strerror}") from None
+    return contents
+
+
+def set_bundle(
+    editor: ResourceEditor, contents: Sequence[tuple[str, bytes]], *, command: bool
+) -> list[str] | None:
+    """Put the bundle of *contents* (resource 200) into *editor* and, with *command*, the
+    command line ``-m MAIN`` that runs the first file (201; any other is removed); return
+    that command line. Both the plain and the standalone build write the app this way."""
+    try:
+        blob = bundle.pack(contents)
+    except bundle.BundleError as exc:
+        raise BuildError(str(exc)) from None
+    argv = ["-m", main_module(contents[0][0])] if command else None
+    editor.set(bundle.RT_RCDATA, bundle.BUNDLE_ID, blob)
+    editor.remove(bundle.RT_RCDATA, bundle.COMMAND_ID)
+    if argv is not None:
+        editor.set(bundle.RT_RCDATA, bundle.COMMAND_ID, bundle.pack_command(argv))
+    return argv
 
 
 def write_output(target: Path, data: bytes, given: Path) -> None:

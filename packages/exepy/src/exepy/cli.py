@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from exepy import __version__
 
@@ -178,6 +179,18 @@ def _version_strings(pairs: Sequence[str]) -> dict[str, str]:
     return strings
 
 
+def _exe_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options both builds (with and without --runtime) take, one way for both."""
+    return {
+        "command": not args.no_command,
+        "icon": args.icon,
+        "version": _version_strings(args.version_info),
+        "manifest": args.manifest,
+        "windowed": args.windowed,
+        "force": args.force,
+    }
+
+
 def _human_size(size: int) -> str:
     return f"{size / 1e6:.1f} MB"
 
@@ -194,16 +207,7 @@ def _build(args: argparse.Namespace) -> None:
                 "3.13')"
             )
         result = build.build_exe(
-            args.output,
-            args.main,
-            args.inputs,
-            base=args.base,
-            command=not args.no_command,
-            icon=args.icon,
-            version=_version_strings(args.version_info),
-            manifest=args.manifest,
-            windowed=args.windowed,
-            force=args.force,
+            args.output, args.main, args.inputs, base=args.base, **_exe_options(args)
         )
         for message in result.warnings:
             print(f"exepy: warning: {message}", file=sys.stderr)
@@ -225,14 +229,9 @@ def _build(args: argparse.Namespace) -> None:
         runtime=found,
         onefile=args.onefile,
         name=args.name,
-        command=not args.no_command,
-        icon=args.icon,
-        version=_version_strings(args.version_info),
-        manifest=args.manifest,
-        windowed=args.windowed,
-        force=args.force,
         wheels=args.wheel,
         requirements=args.requirement,
+        **_exe_options(args),
     )
     for message in made.warnings:
         print(f"exepy: warning: {message}", file=sys.stderr)

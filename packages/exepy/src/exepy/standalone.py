@@ -45,7 +45,8 @@ from exepy.build import (
     _absolute,
     apply_app_resources,
     collect_files,
-    main_module,
+    read_files,
+    set_bundle,
     write_output,
 )
 from exepy.editor import ResourceEditor, SignatureRemovedWarning
@@ -272,12 +273,7 @@ def build_standalone(
     if not onefile and target.exists() and not target.is_dir():
         raise BuildError(f"the output {os.fspath(output)} is a file; --onedir writes a folder")
     files = collect_files(main, inputs, cwd)
-    contents = []
-    for file_name, path in files:
-        try:
-            contents.append((file_name, path.read_bytes()))
-        except OSError as exc:
-            raise BuildError(f"cannot read {file_name}: {exc.strerror}") from None
+    contents = read_files(files)
     wheel_paths = [cwd / path for path in wheels]
     try:
         if requirements is not None:
@@ -286,16 +282,8 @@ def build_standalone(
             contents.extend(wheel_files(wheel))
     except WheelError as exc:
         raise BuildError(str(exc)) from None
-    try:
-        blob = bundle.pack(contents)
-    except bundle.BundleError as exc:
-        raise BuildError(str(exc)) from None
-    argv = ["-m", main_module(files[0][0])] if command else None
-
     editor = ResourceEditor(launcher_bytes(), source=LAUNCHER)
-    editor.set(bundle.RT_RCDATA, bundle.BUNDLE_ID, blob)
-    if argv is not None:
-        editor.set(bundle.RT_RCDATA, bundle.COMMAND_ID, bundle.pack_command(argv))
+    argv = set_bundle(editor, contents, command=command)
     if onefile:
         payload = runtime_payload(runtime)
         digest = hashlib.sha256(payload).hexdigest()[:16]
