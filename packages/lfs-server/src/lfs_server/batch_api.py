@@ -27,13 +27,13 @@ def batch(repo: str) -> Response:
     )
     upload = request_body.operation == "upload"
     user = authorize(repo, "write" if upload else "read")
-    if not svc.store.repo_exists(repo):
-        if not svc.config.auto_create:
+    if not svc.config.auto_create:
+        if not svc.repo_exists(repo):
             raise ApiError(
                 404, f"repository {repo!r} does not exist on this server (auto-creation is off)"
             )
-        if upload:
-            svc.store.create_repo(repo)
+    elif upload:
+        svc.ensure_repo(repo)
     expires_at = int(time.time()) + svc.config.token_ttl
     base = base_url(repo)
     # One look-up for the whole batch: a remote store answers them concurrently.

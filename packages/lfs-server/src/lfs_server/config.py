@@ -8,6 +8,7 @@ that `serve` can hand the same settings to its gunicorn workers.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -133,8 +134,10 @@ class Config:
             raise ConfigError(f"max_object_size must be >= 0, got {self.max_object_size}")
         parse_listen(self.listen)
 
-    # Derived paths: everything defaults to a place under data_dir.
-    @property
+    # Derived paths: everything defaults to a place under data_dir. Those that resolve
+    # links are computed once per Config (frozen): Path.resolve walks every component,
+    # and the app asks for them on every request.
+    @functools.cached_property
     def root(self) -> Path:
         """The data directory as an absolute path."""
         return Path(self.data_dir).resolve()
@@ -149,7 +152,7 @@ class Config:
         """Temporary files; on the store's filesystem so a rename publishes atomically."""
         return self.root / "tmp"
 
-    @property
+    @functools.cached_property
     def body_dir(self) -> Path:
         """nginx's client body temp dir: the only place an upload body may come from."""
         return Path(self.nginx_body_dir or self.tmp_dir / "body").resolve()
@@ -164,17 +167,17 @@ class Config:
         """Where `fsck --quarantine` moves objects whose bytes do not match their oid."""
         return self.root / "quarantine"
 
-    @property
+    @functools.cached_property
     def users_path(self) -> Path:
         """The users file."""
         return Path(self.users_file or self.root / "users.json").resolve()
 
-    @property
+    @functools.cached_property
     def locks_path(self) -> Path:
         """The SQLite database of locks."""
         return Path(self.locks_db or self.root / "locks.sqlite3").resolve()
 
-    @property
+    @functools.cached_property
     def key_path(self) -> Path:
         """The secret key that signs action tokens."""
         return Path(self.secret_key_file or self.root / "secret.key").resolve()

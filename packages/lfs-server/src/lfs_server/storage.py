@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from lfs_server.config import Config
 
 CHUNK = 1 << 20
+# From this size on, verify_file flushes a body in a second thread while hashing it.
+_FLUSH_WHILE_HASHING = 4 << 20
 
 
 class VerifyError(Exception):
@@ -72,20 +74,26 @@ def sha256_file(path: Path | str) -> tuple[str, int]:
 def verify_file(source: Path, oid: str, size: int) -> None:
     """Raise VerifyError unless the file *source* holds exactly object (oid, size).
 
-    The bytes are flushed to disk while they are hashed: both release the GIL, so this
-    costs max(hash, fsync) rather than their sum. A rejected body was synced for nothing,
-    which is harmless.
+    A large body is flushed to disk while it is hashed: both release the GIL, so this
+    costs max(hash, fsync) rather than their sum. A small one is hashed, then flushed:
+    starting a thread costs more than the overlap saves. A rejected body was synced for
+    nothing, which is harmless.
     """
     actual_size = source.stat().st_size
     if actual_size != size:
         raise VerifyError(f"body is {actual_size} bytes but the object's size is {size}")
     fd = os.open(source, os.O_RDONLY)
-    flusher = threading.Thread(target=os.fsync, args=(fd,), daemon=True)
-    flusher.start()
+    flusher = None
+    if size >= _FLUSH_WHILE_HASHING:
+        flusher = threading.Thread(target=os.fsync, args=(fd,), daemon=True)
+        flusher.start()
     try:
         digest, hashed = sha256_file(source)
     finally:
-        flusher.join()
+        if flusher is None:
+            os.fsync(fd)
+        else:
+            flusher.join()
         os.close(fd)
     if hashed != size:
         raise VerifyError(

@@ -120,7 +120,7 @@ def check_upload(
             f"Content-Length is {content_length.strip()[:20]!r} but the object's size is"
             f" {nbytes}; nothing was stored",
         )
-    if not svc.store.repo_exists(repo) and not svc.config.auto_create:
+    if not svc.config.auto_create and not svc.repo_exists(repo):
         raise ApiError(
             404, f"repository {repo!r} does not exist on this server (auto-creation is off)"
         )

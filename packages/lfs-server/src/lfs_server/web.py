@@ -50,7 +50,29 @@ class Services:
     _users_checked: float = -1.0
     _users_version: Any = None
     _auth_cache: dict[str, tuple[float, str]] = dataclasses.field(default_factory=dict)
+    _known_repos: set[str] = dataclasses.field(default_factory=set)
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+    def repo_exists(self, repo: str) -> bool:
+        """Whether *repo* exists, asking the store only until it has once said yes.
+
+        Repositories are never removed, so a yes stays true; on S3 each question is a
+        HEAD request (~1 ms of CPU in boto3), which every upload asked twice.
+        """
+        if repo in self._known_repos:
+            return True
+        if not self.store.repo_exists(repo):
+            return False
+        with self._lock:
+            self._known_repos.add(repo)
+        return True
+
+    def ensure_repo(self, repo: str) -> None:
+        """Create *repo* in the store unless it is known to exist."""
+        if not self.repo_exists(repo):
+            self.store.create_repo(repo)
+            with self._lock:
+                self._known_repos.add(repo)
 
     def users(self) -> UserDB:
         """The users (file or database), re-read when the CLI has changed them."""
