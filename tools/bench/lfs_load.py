@@ -2,7 +2,7 @@
 """Load test for lfs-server: concurrent clients, then a check that nothing was lost.
 
     tools/bench/lfs_load.py [--clients 32] [--duration 60] [--max-size-kib 65536]
-                            [--workers 4] [--seed N] [--nodes N]
+                            [--workers 4] [--seed N] [--nodes N] [--repeat R]
 
 Starts `lfs-server serve` (nginx + gunicorn) on a loopback port with a temporary data
 directory, then runs N client threads for the given time. Each client mixes, like git-lfs:
@@ -15,11 +15,18 @@ directory, then runs N client threads for the given time. Each client mixes, lik
 - verify: POST verify of a stored object;
 - locks: create (racing for a few shared paths: 201 or 409), list, unlock its own.
 
-At the end every object any client was told was stored (PUT + verify 200, or the batch said
-the server already has it) is fetched again and re-hashed. Prints requests/s, bytes/s,
-p50/p99 latency per operation, responses by status, unexpected statuses, and objects lost
-or corrupted; exits 1 if any were lost or corrupted or any status was unexpected.
-Needs nginx; loopback only.
+Transfers use the action's token (as git-lfs does); batch and lock calls log in with Basic
+credentials. At the end every object any client was told was stored (PUT + verify 200, or
+the batch said the server already has it) is fetched again and re-hashed. Prints
+requests/s, bytes/s, p50/p99 latency per operation as the clients saw it and as nginx
+logged it, responses by status, unexpected statuses, objects lost or corrupted, the CPU
+time the server(s) and this generator used per request, and the machine's load average;
+exits 1 if anything was lost or corrupted or any status was unexpected. Needs nginx;
+loopback only.
+
+`--clients 8,32,64 --repeat 3` runs the client counts one after another against the same
+server(s), interleaved R times (so a change in the machine's other load hits every count
+alike), and ends with the median requests/s and p99 per count and their ratio to the first.
 
 The store and database come from the caller's environment (`LFS_STORAGE=s3`, `LFS_S3_*`,
 AWS credentials, `LFS_DATABASE_URL`); by default a local store and SQLite. `--nodes N`
@@ -30,32 +37,38 @@ the clients over them round-robin, and re-fetches every object through the last 
 from __future__ import annotations
 
 import argparse
+import base64
 import collections
 import contextlib
 import hashlib
+import http.client
+import json
 import math
 import os
 import random
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-import requests
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import free_port, wait_http  # tools/common.py
 
 KIB = 1 << 10
 MIB = 1 << 20
 SCRIPT = str(Path(sys.executable).parent / "lfs-server")
 PASSWORD = "load-pw"
 REPO = "load/assets"
+MEDIA_TYPE = "application/vnd.git-lfs+json"
 EXPECTED = {
     "batch": {200},
     "upload.batch": {200},
@@ -69,6 +82,73 @@ EXPECTED = {
     "lock.list": {200},
     "lock.unlock": {200},
 }
+# The request kinds whose p99 the goal "p99 <= 100 ms at 32 clients" is about.
+GOAL_KINDS = ("batch", "download.batch", "upload.batch", "lock.list", "lock.create", "verify")
+
+
+@dataclass
+class Reply:
+    """A whole HTTP answer."""
+
+    status_code: int
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode(errors="replace")
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
+class Http:
+    """A keep-alive HTTP/1.1 client on http.client: one connection per host and client, as
+    git-lfs keeps. It costs the generator a fraction of the CPU per request that requests
+    does (the generator shares the server's cores, so what it spends the server lacks)."""
+
+    def __init__(self, user: str, password: str, timeout: float = 300.0) -> None:
+        self.basic = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        self.timeout = timeout
+        self.conns: dict[str, http.client.HTTPConnection] = {}
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        json_body: object = None,
+        data: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        params: dict[str, object] | None = None,
+    ) -> Reply:
+        """Send one request (Basic credentials unless *headers* carry their own
+        Authorization); raise OSError or http.client.HTTPException when it fails."""
+        parts = urllib.parse.urlsplit(url)
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        if params:
+            target += ("&" if parts.query else "?") + urllib.parse.urlencode(params)
+        head = {"Authorization": self.basic}
+        if json_body is not None:
+            data = json.dumps(json_body).encode()
+            head["Content-Type"] = MEDIA_TYPE
+        head.update(headers or {})
+        conn = self.conns.get(parts.netloc)
+        if conn is None:
+            conn = http.client.HTTPConnection(parts.netloc, timeout=self.timeout)
+            self.conns[parts.netloc] = conn
+        try:
+            conn.request(method, target, body=data, headers=head)
+            answer = conn.getresponse()
+            return Reply(answer.status, answer.read())
+        except BaseException:
+            conn.close()  # a half-read answer must not be taken for the next one's
+            del self.conns[parts.netloc]
+            raise
+
+    def close(self) -> None:
+        for conn in self.conns.values():
+            conn.close()
+        self.conns.clear()
 
 
 @dataclass
@@ -98,33 +178,54 @@ class Stats:
         return True
 
 
+@dataclass
+class Context:
+    """What one load phase's clients share."""
+
+    buffer: bytes
+    deadline: float
+    barrier: threading.Barrier
+    dup_clients: int
+    stats: Stats
+    node_urls: list[str]
+
+
 class Client:
-    """One simulated git-lfs client with its own HTTP connection pool."""
+    """One simulated git-lfs client with its own keep-alive connections."""
 
     def __init__(self, index: int, args: argparse.Namespace, ctx: Context) -> None:
         self.index = index
         self.args = args
         self.ctx = ctx
         self.rng = random.Random(args.seed * 1000 + index)
-        self.http = requests.Session()
         # --one-user: every client logs in as load0 (separates password checks from load).
         self.user = "load0" if args.one_user else f"load{index}"
-        self.http.auth = (self.user, PASSWORD)
+        self.http = Http(self.user, PASSWORD)
         self.my_locks: list[str] = []
         # With several nodes, clients are spread over them round-robin.
         self.lfs = ctx.node_urls[index % len(ctx.node_urls)]
         self.done = 0
 
     # -- helpers ---------------------------------------------------------------------
-    def call(self, op: str, method: str, url: str, **kw: object) -> requests.Response | None:
+    def call(self, op: str, method: str, url: str, **kw: Any) -> Reply | None:
         start = time.perf_counter()
         try:
-            r = self.http.request(method, url, timeout=300, **kw)  # type: ignore[arg-type]
-        except requests.RequestException as exc:
+            r = self.http.request(method, url, **kw)
+        except (OSError, http.client.HTTPException) as exc:
             self.ctx.stats.record(op, 599, time.perf_counter() - start, repr(exc))
             return None
         self.ctx.stats.record(op, r.status_code, time.perf_counter() - start, r.text[:200])
         return r
+
+    def batch_call(self, op: str, operation: str, objects: list[dict[str, object]]) -> Reply | None:
+        """POST a batch request; the answer when it is a 200."""
+        r = self.call(
+            op,
+            "POST",
+            self.lfs + "/objects/batch",
+            json_body={"operation": operation, "objects": objects},
+        )
+        return r if r is not None and r.status_code == 200 else None
 
     def pick_size(self) -> int:
         low, high = math.log(self.args.min_size_kib * KIB), math.log(self.args.max_size_kib * KIB)
@@ -142,13 +243,8 @@ class Client:
     def upload(self, offset: int, size: int) -> None:
         body = memoryview(self.ctx.buffer)[offset : offset + size]
         oid = hashlib.sha256(body).hexdigest()
-        r = self.call(
-            "upload.batch",
-            "POST",
-            self.lfs + "/objects/batch",
-            json={"operation": "upload", "objects": [{"oid": oid, "size": size}]},
-        )
-        if r is None or r.status_code != 200:
+        r = self.batch_call("upload.batch", "upload", [{"oid": oid, "size": size}])
+        if r is None:
             return
         obj = r.json()["objects"][0]
         actions = obj.get("actions")
@@ -167,7 +263,7 @@ class Client:
             "upload.verify",
             "POST",
             ver["href"],
-            json={"oid": oid, "size": size},
+            json_body={"oid": oid, "size": size},
             headers=ver["header"],
         )
         if v is not None and v.status_code == 200:
@@ -182,13 +278,8 @@ class Client:
         if sample is None:
             return
         oid, offset, size = sample
-        r = self.call(
-            "download.batch",
-            "POST",
-            self.lfs + "/objects/batch",
-            json={"operation": "download", "objects": [{"oid": oid, "size": size}]},
-        )
-        if r is None or r.status_code != 200:
+        r = self.batch_call("download.batch", "download", [{"oid": oid, "size": size}])
+        if r is None:
             return
         action = r.json()["objects"][0]["actions"]["download"]
         expected = self.ctx.buffer[offset : offset + size]
@@ -212,19 +303,14 @@ class Client:
                     self.ctx.stats.corrupt_reads += 1
 
     def batch(self) -> None:
-        objects = []
+        objects: list[dict[str, object]] = []
         for _ in range(self.rng.randint(1, 20)):
             sample = self.stored_sample()
             if sample is not None and self.rng.random() < 0.7:
                 objects.append({"oid": sample[0], "size": sample[2]})
             else:
                 objects.append({"oid": f"{self.rng.getrandbits(256):064x}", "size": 10})
-        self.call(
-            "batch",
-            "POST",
-            self.lfs + "/objects/batch",
-            json={"operation": "download", "objects": objects},
-        )
+        self.batch_call("batch", "download", objects)
 
     def verify(self) -> None:
         sample = self.stored_sample()
@@ -233,13 +319,13 @@ class Client:
                 "verify",
                 "POST",
                 self.lfs + "/verify",
-                json={"oid": sample[0], "size": sample[2]},
+                json_body={"oid": sample[0], "size": sample[2]},
             )
 
     def locks(self) -> None:
         if self.my_locks and self.rng.random() < 0.5:
             lock_id = self.my_locks.pop()
-            self.call("lock.unlock", "POST", f"{self.lfs}/locks/{lock_id}/unlock", json={})
+            self.call("lock.unlock", "POST", f"{self.lfs}/locks/{lock_id}/unlock", json_body={})
             return
         # A few shared paths everyone races for, and some of one's own.
         path = (
@@ -247,10 +333,17 @@ class Client:
             if self.rng.random() < 0.5
             else f"own/{self.user}/{self.rng.randrange(1000)}.psd"
         )
-        r = self.call("lock.create", "POST", self.lfs + "/locks", json={"path": path})
+        r = self.call("lock.create", "POST", self.lfs + "/locks", json_body={"path": path})
         if r is not None and r.status_code == 201:
             self.my_locks.append(r.json()["lock"]["id"])
         self.call("lock.list", "GET", self.lfs + "/locks", params={"limit": 50})
+
+    def release_locks(self) -> None:
+        """Unlock what this client still holds, so the next phase starts from no locks."""
+        for lock_id in self.my_locks:
+            with contextlib.suppress(OSError, http.client.HTTPException):
+                self.http.request("POST", f"{self.lfs}/locks/{lock_id}/unlock", json_body={})
+        self.my_locks.clear()
 
     def duplicate_upload(self) -> None:
         """The first clients upload the same new object at the same moment."""
@@ -266,8 +359,8 @@ class Client:
 
     def login(self) -> None:
         """One authenticated request, not measured."""
-        with contextlib.suppress(requests.RequestException):
-            self.http.get(self.lfs + "/locks", params={"limit": 1}, timeout=300)
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            self.http.request("GET", self.lfs + "/locks", params={"limit": 1})
 
     def run(self) -> None:
         ops = [self.upload] * 35 + [self.download] * 30 + [self.batch] * 10
@@ -285,23 +378,6 @@ class Client:
             self.done += 1
 
 
-@dataclass
-class Context:
-    lfs: str
-    buffer: bytes
-    deadline: float
-    barrier: threading.Barrier
-    dup_clients: int
-    stats: Stats
-    node_urls: list[str] = field(default_factory=list)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 # Settings taken from the caller: where the shared store and database are.
 BACKEND_VARS = ("LFS_STORAGE", "LFS_S3_", "LFS_DATABASE_URL", "LFS_SECRET_KEY_FILE")
 
@@ -314,6 +390,7 @@ def start_server(
     add_users: bool = True,
     cpus: set[int] | None = None,
 ) -> subprocess.Popen[bytes]:
+    """`lfs-server serve` on *port* with users load0..load{clients-1}; returns once healthy."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -326,57 +403,53 @@ def start_server(
             input=PASSWORD.encode(), check=True, env=env, capture_output=True,
         )  # fmt: skip
     env.update({"LFS_DATA_DIR": str(data), "LFS_LISTEN": f"127.0.0.1:{port}"})
-    log = open(data.parent / f"serve-{port}.log", "wb")  # noqa: SIM115 (lives as long as the server)
-    proc = subprocess.Popen(
-        [SCRIPT, "serve", "--workers", str(workers)],
-        env=env,
-        stdout=log,
-        stderr=log,
-        # nginx and gunicorn inherit the affinity: the server stays on its CPUs.
-        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"lfs-server exited with {proc.returncode}; see {log.name}")
-        try:
-            if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=10).ok:
-                return proc
-        except (requests.ConnectionError, requests.Timeout):
-            pass  # workers still starting
-        time.sleep(0.1)
-    raise SystemExit("lfs-server did not start")
+    log = data.parent / f"serve-{port}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [SCRIPT, "serve", "--workers", str(workers)],
+            env=env,
+            stdout=out,
+            stderr=out,
+            # nginx and gunicorn inherit the affinity: the server stays on its CPUs.
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+        )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/healthz", proc, 60, log)
+    except RuntimeError as exc:
+        proc.kill()
+        raise SystemExit(f"lfs_load: lfs-server did not start: {exc}") from None
+    return proc
 
 
 def final_check(ctx: Context) -> tuple[int, int, int]:
     """Fetch and re-hash every object a client was told was stored: (checked, lost, bad)."""
-    http = requests.Session()
-    http.auth = ("load0", PASSWORD)
+    client = Http("load0", PASSWORD)
+    lfs = ctx.node_urls[-1]
     lost = corrupted = 0
     items = list(ctx.stats.stored.items())
     for start in range(0, len(items), 100):
         chunk = items[start : start + 100]
-        r = http.post(
-            ctx.lfs + "/objects/batch",
-            json={
-                "operation": "download",
-                "objects": [{"oid": oid, "size": size} for oid, (_off, size) in chunk],
-            },
-            timeout=60,
+        objects = [{"oid": oid, "size": size} for oid, (_off, size) in chunk]
+        r = client.request(
+            "POST",
+            lfs + "/objects/batch",
+            json_body={"operation": "download", "objects": objects},
         )
-        r.raise_for_status()
+        if r.status_code != 200:
+            raise SystemExit(f"lfs_load: the final batch answered {r.status_code}: {r.text}")
         for obj in r.json()["objects"]:
             if "actions" not in obj:
                 lost += 1
                 print(f"LOST {obj['oid']}: {obj.get('error')}", file=sys.stderr)
                 continue
             action = obj["actions"]["download"]
-            got = http.get(action["href"], headers=action["header"], timeout=300)
+            got = client.request("GET", action["href"], headers=action["header"])
             if got.status_code != 200:
                 lost += 1
             elif hashlib.sha256(got.content).hexdigest() != obj["oid"]:
                 corrupted += 1
                 print(f"CORRUPTED {obj['oid']}", file=sys.stderr)
+    client.close()
     return len(items), lost, corrupted
 
 
@@ -427,30 +500,248 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-def report(ctx: Context, args: argparse.Namespace, elapsed: float, check: tuple[int, int, int],
-           leftovers: int) -> int:  # fmt: skip
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(roots: list[int]) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by *roots* and their descendants, by program
+    (nginx, gunicorn, other): the server's own time, not that of the machine's other jobs."""
+    parent: dict[int, int] = {}
+    stats: dict[int, tuple[str, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue  # ended meanwhile
+        # The command name is in parentheses and may hold spaces: split after the last ')'.
+        fields = raw[raw.rindex(")") + 2 :].split()
+        pid = int(entry.name)
+        parent[pid] = int(fields[1])
+        kind = "nginx" if b"nginx" in cmdline else "gunicorn" if b"gunicorn" in cmdline else "other"
+        stats[pid] = (kind, (int(fields[11]) + int(fields[12])) / _TICK)
+    found: dict[str, float] = collections.defaultdict(float)
+    for pid, (kind, seconds) in stats.items():
+        ancestor = pid
+        while ancestor not in roots and ancestor > 1:
+            ancestor = parent.get(ancestor, 0)
+        if ancestor in roots:
+            found[kind] += seconds
+    return dict(found)
+
+
+def own_cpu() -> float:
+    """CPU seconds this process (the load generator: all client threads) has used."""
+    times = os.times()
+    return times.user + times.system
+
+
+def load_average() -> float:
+    """The machine's 1-minute load average (printed next to every number)."""
+    return os.getloadavg()[0]
+
+
+@dataclass
+class Servers:
+    """The lfs-server node(s) a load runs against, sharing store, database and key."""
+
+    root: Path
+    procs: list[subprocess.Popen[bytes]]
+    datas: list[Path]
+    urls: list[str]
+
+    def access_logs(self) -> list[Path]:
+        return [d / "run/nginx-access.log" for d in self.datas]
+
+    def leftover_uploads(self) -> int:
+        """Upload bodies and temp files still on the nodes' disks."""
+        leftovers = 0
+        for data in self.datas:
+            body_dir = data / "tmp/body"
+            leftovers += len(list(body_dir.iterdir())) if body_dir.is_dir() else 0
+            leftovers += len(list((data / "tmp").glob("upload-*")))
+        return leftovers
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def start_servers(args: argparse.Namespace, users: int) -> Servers:
+    """Start --nodes servers with --workers each (and *users* users) in a temporary folder."""
+    root = Path(tempfile.mkdtemp(prefix="lfs-load-", dir="/tmp"))
+    root.chmod(0o755)
+    if args.nodes > 1:
+        os.environ.setdefault("LFS_SECRET_KEY_FILE", str(root / "secret.key"))
+    servers = Servers(root, [], [], [])
+    try:
+        for n in range(args.nodes):
+            data = root / f"data{n}"
+            data.mkdir(mode=0o755)
+            port = free_port()
+            # --pin-nodes: node n gets CPU n alone, as if each node were its own machine.
+            cpus = {n % (os.cpu_count() or 1)} if args.pin_nodes else args.server_cpus
+            servers.procs.append(start_server(data, port, args.workers, users, n == 0, cpus))
+            servers.datas.append(data)
+            servers.urls.append(f"http://127.0.0.1:{port}/{REPO}.git/info/lfs")
+    except BaseException:
+        servers.stop()
+        raise
+    return servers
+
+
+@dataclass
+class LoadResult:
+    """One load phase's numbers, as printed."""
+
+    clients: int
+    nodes: int
+    workers: int
+    seconds: float
+    requests: int
+    requests_s: float
+    p50_ms: dict[str, float]
+    p99_ms: dict[str, float]
+    nginx_p99_ms: dict[str, float]
+    unexpected: int
+    stored: int
+    lost: int
+    corrupted: int
+    corrupt_reads: int
+    leftovers: int
+    server_cpu_ms: float  # CPU per request: the node(s)' nginx + gunicorn
+    generator_cpu_ms: float  # CPU per request: this load generator
+    load_start: float
+    load_end: float
+
+    @property
+    def ok(self) -> bool:
+        bad = self.lost or self.corrupted or self.corrupt_reads or self.unexpected
+        return not (bad or self.leftovers)
+
+    @property
+    def worst_goal_p99_ms(self) -> float:
+        """The highest client-side p99 over the API kinds of GOAL_KINDS."""
+        return max((self.p99_ms[k] for k in GOAL_KINDS if k in self.p99_ms), default=math.nan)
+
+
+def run_phase(servers: Servers, args: argparse.Namespace, clients: int) -> LoadResult:
+    """Run *clients* clients for --duration seconds against *servers*; print the report."""
+    buffer = os.urandom(max(2 * args.max_size_kib * KIB, 4 * MIB))
+    dup = min(4, clients)
+    ctx = Context(
+        node_urls=servers.urls,
+        buffer=buffer,
+        deadline=time.monotonic() + args.duration,
+        barrier=threading.Barrier(dup),
+        dup_clients=dup,
+        stats=Stats(),
+    )
+    phase = argparse.Namespace(**{**vars(args), "clients": clients})
+    workers = [Client(i, phase, ctx) for i in range(clients)]
+    # Each client logs in once before the clock starts, as git-lfs does once per push:
+    # a password check costs one scrypt per user and node, a one-time cost that would
+    # otherwise fill the first seconds' tail (--cold keeps it in).
+    if not args.cold:
+        logins = [threading.Thread(target=c.login) for c in workers]
+        for t in logins:
+            t.start()
+        for t in logins:
+            t.join()
+    logs = servers.access_logs()
+    starts = [log_size(path) for path in logs]
+    threads = [threading.Thread(target=c.run, daemon=True) for c in workers]
+    roots = [proc.pid for proc in servers.procs]
+    load_start = load_average()
+    cpu_before, own_before = tree_cpu(roots), own_cpu()
+    ctx.deadline = time.monotonic() + args.duration
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    time.sleep(args.duration)
+    ctx.barrier.abort()  # release clients waiting for a duplicate round
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - started
+    cpu_after, own_after = tree_cpu(roots), own_cpu()
+    load_end = load_average()
+    windows = [(path, start, log_size(path)) for path, start in zip(logs, starts, strict=True)]
+    for c in workers:
+        c.release_locks()
+        c.http.close()
+    print("lfs_load: load done; re-fetching every stored object ...", flush=True)
+    checked, lost, corrupted = final_check(ctx)
     stats = ctx.stats
     total = sum(len(v) for v in stats.latencies.values())
+    used = {k: cpu_after.get(k, 0.0) - cpu_before.get(k, 0.0) for k in cpu_after}
+    unexpected = sum(
+        n
+        for op, counts in stats.statuses.items()
+        for status, n in counts.items()
+        if status not in EXPECTED[op]
+    )
+    served = server_side(windows)
+    result = LoadResult(
+        clients=clients,
+        nodes=args.nodes,
+        workers=args.workers,
+        seconds=elapsed,
+        requests=total,
+        requests_s=total / elapsed,
+        p50_ms={op: 1000 * statistics.median(v) for op, v in stats.latencies.items()},
+        p99_ms={op: 1000 * pct(v, 0.99) for op, v in stats.latencies.items()},
+        nginx_p99_ms={op: 1000 * pct(v, 0.99) for op, v in served.items()},
+        unexpected=unexpected,
+        stored=checked,
+        lost=lost,
+        corrupted=corrupted,
+        corrupt_reads=stats.corrupt_reads,
+        leftovers=servers.leftover_uploads(),
+        server_cpu_ms=1000 * sum(used.values()) / max(1, total),
+        generator_cpu_ms=1000 * (own_after - own_before) / max(1, total),
+        load_start=load_start,
+        load_end=load_end,
+    )
+    report(result, stats, served, used, args)
+    return result
+
+
+def report(
+    result: LoadResult,
+    stats: Stats,
+    served: dict[str, list[float]],
+    cpu: dict[str, float],
+    args: argparse.Namespace,
+) -> None:
+    elapsed = result.seconds
     print(
-        f"\nlfs_load: {args.clients} clients for {elapsed:.1f} s against {args.nodes} "
-        f"{'node' if args.nodes == 1 else 'nodes'} of lfs-server serve "
-        f"(nginx + gunicorn, {args.workers} workers each; store "
+        f"\nlfs_load: {result.clients} clients for {elapsed:.1f} s against {result.nodes} "
+        f"{'node' if result.nodes == 1 else 'nodes'} of lfs-server serve "
+        f"(nginx + gunicorn, {result.workers} workers each; store "
         f"{os.environ.get('LFS_STORAGE') or 'local'}, database "
         f"{'postgresql' if os.environ.get('LFS_DATABASE_URL') else 'sqlite'}); objects "
         f"{args.min_size_kib} KiB-{args.max_size_kib} KiB"
     )
     print(
-        f"requests: {total} ({total / elapsed:.1f}/s); uploaded {stats.bytes_up / MIB:.1f} MiB "
-        f"({stats.bytes_up / MIB / elapsed:.1f} MiB/s); downloaded "
-        f"{stats.bytes_down / MIB:.1f} MiB ({stats.bytes_down / MIB / elapsed:.1f} MiB/s)"
+        f"requests: {result.requests} ({result.requests_s:.1f}/s); uploaded "
+        f"{stats.bytes_up / MIB:.1f} MiB ({stats.bytes_up / MIB / elapsed:.1f} MiB/s); "
+        f"downloaded {stats.bytes_down / MIB:.1f} MiB "
+        f"({stats.bytes_down / MIB / elapsed:.1f} MiB/s)"
     )
     print(f"{'operation':16s} {'count':>7s} {'p50 ms':>9s} {'p99 ms':>9s}  statuses")
     for op in sorted(stats.latencies):
-        lat = stats.latencies[op]
         counts = dict(sorted(stats.statuses[op].items()))
         print(
-            f"{op:16s} {len(lat):7d} {1000 * statistics.median(lat):9.1f} "
-            f"{1000 * pct(lat, 0.99):9.1f}  {counts}"
+            f"{op:16s} {len(stats.latencies[op]):7d} {result.p50_ms[op]:9.1f} "
+            f"{result.p99_ms[op]:9.1f}  {counts}"
         )
     errors: collections.Counter[int] = collections.Counter()
     for op, counts in stats.statuses.items():
@@ -460,16 +751,72 @@ def report(ctx: Context, args: argparse.Namespace, elapsed: float, check: tuple[
     print(f"unexpected statuses: {dict(errors) or 'none'}")
     for line in stats.unexpected:
         print(f"  {line}")
-    checked, lost, corrupted = check
     stored_bytes = sum(size for _off, size in stats.stored.values())
     print(
-        f"objects told stored: {checked} ({stored_bytes / MIB:.1f} MiB); re-fetched and "
-        f"re-hashed: {checked}; lost: {lost}; corrupted: {corrupted}; "
-        f"corrupted reads during the run: {stats.corrupt_reads}; "
-        f"leftover upload temp files: {leftovers}"
+        f"objects told stored: {result.stored} ({stored_bytes / MIB:.1f} MiB); re-fetched and "
+        f"re-hashed: {result.stored}; lost: {result.lost}; corrupted: {result.corrupted}; "
+        f"corrupted reads during the run: {result.corrupt_reads}; "
+        f"leftover upload temp files: {result.leftovers}"
     )
-    bad = lost or corrupted or stats.corrupt_reads or errors or leftovers
-    return 1 if bad else 0
+    total = sum(len(v) for v in served.values())
+    print(
+        f"server side (nginx $request_time, load window): {total} requests "
+        f"({total / elapsed:.1f}/s)"
+    )
+    print(f"{'operation':20s} {'count':>7s} {'p50 ms':>9s} {'p99 ms':>9s}")
+    for op in sorted(served):
+        lat = served[op]
+        print(
+            f"{op:20s} {len(lat):7d} {1000 * statistics.median(lat):9.1f} "
+            f"{1000 * pct(lat, 0.99):9.1f}"
+        )
+    parts = ", ".join(f"{k} {v:.1f} s" for k, v in sorted(cpu.items()))
+    print(
+        f"CPU in the load window ({elapsed:.1f} s wall): server(s) {sum(cpu.values()):.1f} s "
+        f"({parts}): {result.server_cpu_ms:.2f} ms/request; load generator "
+        f"{result.generator_cpu_ms:.2f} ms/request"
+    )
+    print(
+        f"worst p99 of the API calls ({', '.join(GOAL_KINDS)}): "
+        f"{result.worst_goal_p99_ms:.1f} ms (goal at 32 clients on one node: <= 100 ms)"
+    )
+    print(
+        f"machine: load average {result.load_start:.2f} at the start, {result.load_end:.2f} "
+        f"at the end, {os.cpu_count()} CPUs"
+    )
+
+
+def sweep_summary(results: list[LoadResult]) -> None:
+    """Medians per client count over the repeats, and ratios to the first count."""
+    by_clients: dict[int, list[LoadResult]] = collections.defaultdict(list)
+    for r in results:
+        by_clients[r.clients].append(r)
+    counts = list(by_clients)
+    base = statistics.median(r.requests_s for r in by_clients[counts[0]])
+    print(f"\nlfs_load sweep: medians of {len(by_clients[counts[0]])} interleaved run(s) each")
+    print(
+        f"{'clients':>7s} {'req/s':>8s} {'ratio':>6s} {'worst p99 ms':>13s} "
+        f"{'server ms/req':>14s} {'generator ms/req':>17s} {'load avg':>9s}  runs (req/s)"
+    )
+    previous = 0.0
+    monotone = True
+    for n in counts:
+        runs = by_clients[n]
+        rate = statistics.median(r.requests_s for r in runs)
+        monotone = monotone and rate >= previous
+        previous = rate
+        print(
+            f"{n:7d} {rate:8.1f} {rate / base:5.2f}x "
+            f"{statistics.median(r.worst_goal_p99_ms for r in runs):13.1f} "
+            f"{statistics.median(r.server_cpu_ms for r in runs):14.2f} "
+            f"{statistics.median(r.generator_cpu_ms for r in runs):17.2f} "
+            f"{statistics.median(r.load_end for r in runs):9.2f}  "
+            f"{', '.join(f'{r.requests_s:.1f}' for r in runs)}"
+        )
+    print(
+        f"requests/s {'never fall' if monotone else 'FALL'} as clients grow "
+        f"({' -> '.join(str(n) for n in counts)}; medians)"
+    )
 
 
 def cpu_list(text: str) -> set[int]:
@@ -481,18 +828,84 @@ def cpu_list(text: str) -> set[int]:
     return cpus
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+def client_counts(text: str) -> list[int]:
+    """`8,32,64` -> [8, 32, 64]."""
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected client counts such as 32 or 8,32,64, got {text!r}"
+        ) from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"client counts must be 1 or more, got {text!r}")
+    return counts
+
+
+# The node options of main() and their defaults, for callers that build their own
+# namespace from load_arguments() (tools/bench/lfs_scale.py).
+NODE_DEFAULTS: dict[str, object] = {
+    "nodes": 1,
+    "one_user": False,
+    "cold": False,
+    "server_cpus": None,
+    "client_cpus": None,
+    "pin_nodes": False,
+}
+
+
+def load_arguments() -> argparse.ArgumentParser:
+    """The options of a load run, shared with tools/bench/lfs_scale.py (its load part)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    group = parser.add_argument_group("load")
+    group.add_argument(
+        "--clients", type=client_counts, default=[32], help="concurrent clients, or a list (32)"
     )
-    parser.add_argument("--clients", type=int, default=32, help="concurrent clients (32)")
-    parser.add_argument("--duration", type=float, default=60.0, help="seconds of load (60)")
-    parser.add_argument("--min-size-kib", type=int, default=1, help="smallest object (1 KiB)")
-    parser.add_argument(
+    group.add_argument("--duration", type=float, default=60.0, help="seconds of load (60)")
+    group.add_argument("--min-size-kib", type=int, default=1, help="smallest object (1 KiB)")
+    group.add_argument(
         "--max-size-kib", type=int, default=64 * 1024, help="largest object (65536 = 64 MiB)"
     )
-    parser.add_argument("--workers", type=int, default=4, help="gunicorn workers (4)")
-    parser.add_argument("--seed", type=int, default=1, help="random seed (1)")
+    group.add_argument("--workers", type=int, default=4, help="gunicorn workers per node (4)")
+    group.add_argument("--seed", type=int, default=1, help="random seed (1)")
+    group.add_argument(
+        "--repeat", type=int, default=1, help="run the client counts this many times (1)"
+    )
+    return parser
+
+
+def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """parser.error() for load options out of range."""
+    if args.duration <= 0 or args.repeat < 1 or args.workers < 1:
+        parser.error("need --duration > 0, --repeat >= 1 and --workers >= 1")
+    if not 0 < args.min_size_kib <= args.max_size_kib:
+        parser.error("need 0 < --min-size-kib <= --max-size-kib")
+
+
+def run(args: argparse.Namespace) -> list[LoadResult]:
+    """Start the server(s), run every client count --repeat times, stop them."""
+    users = 1 if args.one_user else max(args.clients)
+    servers = start_servers(args, users)
+    results = []
+    try:
+        if args.client_cpus:
+            # The generator (Python threads) is CPU-hungry: keep it off the server's CPUs.
+            os.sched_setaffinity(0, args.client_cpus)
+        for _ in range(args.repeat):
+            for clients in args.clients:
+                results.append(run_phase(servers, args, clients))
+    finally:
+        servers.stop()
+    if len(results) > 1:
+        sweep_summary(results)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[load_arguments()],
+    )
     parser.add_argument(
         "--nodes", type=int, default=1, help="servers sharing store, database and key (1)"
     )
@@ -506,7 +919,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--client-cpus", type=cpu_list, help="pin this load generator to these CPUs, e.g. 1"
     )
+    parser.add_argument(
+        "--pin-nodes", action="store_true", help="pin node N to CPU N (one core per node)"
+    )
     args = parser.parse_args(argv)
+    check_arguments(parser, args)
     if args.nodes > 1 and not (
         os.environ.get("LFS_STORAGE") == "s3" and os.environ.get("LFS_DATABASE_URL")
     ):
@@ -514,101 +931,11 @@ def main(argv: list[str] | None = None) -> int:
             "--nodes above 1 needs a shared store and database: set LFS_STORAGE=s3 (with"
             " LFS_S3_*) and LFS_DATABASE_URL"
         )
-    if args.clients < 1 or args.duration <= 0 or not 0 < args.min_size_kib <= args.max_size_kib:
-        parser.error("need --clients >= 1, --duration > 0, 0 < --min-size-kib <= --max-size-kib")
-    if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
+    if shutil.which("nginx", path=os.environ.get("PATH", "") + ":/usr/sbin") is None:
         print("lfs_load: nginx is not installed (apt-get install nginx)", file=sys.stderr)
         return 2
-
-    root = Path(tempfile.mkdtemp(prefix="lfs-load-", dir="/tmp"))
-    root.chmod(0o755)
-    if args.nodes > 1:
-        os.environ.setdefault("LFS_SECRET_KEY_FILE", str(root / "secret.key"))
-    buffer = os.urandom(max(2 * args.max_size_kib * KIB, 4 * MIB))
-    print(f"lfs_load: {len(buffer) // MIB} MiB of random data; objects are slices of it")
-    procs: list[subprocess.Popen[bytes]] = []
-    ports: list[int] = []
-    datas: list[Path] = []
-    try:
-        users = 1 if args.one_user else args.clients
-        for n in range(args.nodes):
-            data = root / f"data{n}"
-            data.mkdir(mode=0o755)
-            ports.append(free_port())
-            datas.append(data)
-            procs.append(
-                start_server(data, ports[-1], args.workers, users, n == 0, args.server_cpus)
-            )
-        if args.client_cpus:
-            # The generator (32 Python threads) is CPU-hungry: keep it off the server's CPUs.
-            os.sched_setaffinity(0, args.client_cpus)
-        urls = [f"http://127.0.0.1:{port}/{REPO}.git/info/lfs" for port in ports]
-        dup = min(4, args.clients)
-        ctx = Context(
-            lfs=urls[-1],
-            node_urls=urls,
-            buffer=buffer,
-            deadline=time.monotonic() + args.duration,
-            barrier=threading.Barrier(dup),
-            dup_clients=dup,
-            stats=Stats(),
-        )
-        clients = [Client(i, args, ctx) for i in range(args.clients)]
-        # Each client logs in once before the clock starts, as git-lfs does once per push:
-        # a password check costs one scrypt per user and node, a one-time cost that would
-        # otherwise fill the first seconds' tail (--cold keeps it in).
-        if not args.cold:
-            logins = [threading.Thread(target=c.login) for c in clients]
-            for t in logins:
-                t.start()
-            for t in logins:
-                t.join()
-        ctx.deadline = time.monotonic() + args.duration
-        starts = [log_size(d / "run/nginx-access.log") for d in datas]
-        threads = [threading.Thread(target=c.run, daemon=True) for c in clients]
-        started = time.monotonic()
-        for t in threads:
-            t.start()
-        time.sleep(args.duration)
-        ctx.barrier.abort()  # release clients waiting for a duplicate round
-        for t in threads:
-            t.join()
-        elapsed = time.monotonic() - started
-        logs = [
-            (d / "run/nginx-access.log", start, log_size(d / "run/nginx-access.log"))
-            for d, start in zip(datas, starts, strict=True)
-        ]
-        print("lfs_load: load done; re-fetching every stored object ...")
-        check = final_check(ctx)
-        leftovers = 0
-        for data in datas:
-            body_dir = data / "tmp/body"
-            leftovers += len(list(body_dir.iterdir())) if body_dir.is_dir() else 0
-            leftovers += len(list((data / "tmp").glob("upload-*")))
-        status = report(ctx, args, elapsed, check, leftovers)
-        served = server_side(logs)
-        total = sum(len(v) for v in served.values())
-        print(
-            f"server side (nginx $request_time, load window): {total} requests "
-            f"({total / elapsed:.1f}/s)"
-        )
-        print(f"{'operation':20s} {'count':>7s} {'p50 ms':>9s} {'p99 ms':>9s}")
-        for op in sorted(served):
-            lat = served[op]
-            print(
-                f"{op:20s} {len(lat):7d} {1000 * statistics.median(lat):9.1f} "
-                f"{1000 * pct(lat, 0.99):9.1f}"
-            )
-        return status
-    finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        shutil.rmtree(root, ignore_errors=True)
+    results = run(args)
+    return 0 if all(r.ok for r in results) else 1
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 """Benchmark lfs-server beyond one machine: S3 (Ceph RGW) + PostgreSQL, one node vs two.
 
     tools/bench/lfs_scale.py [--runs 5] [--big-mib 300] [--small 500] [--medium 20]
-                             [--skip-git] [--json PATH]
+                             [--skip-git] [--skip-get] [--clients 32] [--duration 20]
+                             [--workers 4] [--repeat 1] [--json PATH]
 
 Starts its own engines (a single-node Ceph cluster with the RADOS Gateway, PostgreSQL 15;
 see tests/lfs-server/lfs_engines.py) and lfs-server nodes on loopback, then measures, in
@@ -13,8 +14,15 @@ the same run so that the ratios compare like with like:
    Goal: proxy >= 0.9x direct (median of --runs).
 2. git push + fresh clone of --small x 4 KiB and --medium x 10 MiB objects through a
    front nginx (as deploy/lb-nginx.conf) to one node vs to two nodes: objects/s.
-3. p99 of the batch API (and every operation) under 32 clients of tools/bench/lfs_load.py
-   across two nodes (--load-duration seconds).
+3. tools/bench/lfs_load.py's mixed load (--clients, --duration, objects up to
+   --max-size-kib) on S3 + PostgreSQL, three pairs, interleaved --repeat times:
+   - one node of --workers workers vs two nodes of --workers/2 each: the same processes
+     split over two nodes, on the same cores (what a second node costs or saves when it
+     brings no CPU of its own);
+   - one node pinned to CPU 0 vs two nodes pinned to CPU 0 and CPU 1: each node has a
+     core of its own, as on separate machines (the engines and the load generator run on
+     both cores either way). Goal: two nodes serve more requests/s than one.
+   with requests/s, the worst API p99, the server CPU per request and the load average.
 
 Prints a table and exits 1 if the GET goal is missed. Loopback only; 2 cores are shared
 by the engines, the nodes and the clients, so absolute numbers are what this box gives.
@@ -23,10 +31,10 @@ by the engines, the nodes and the clients, so absolute numbers are what this box
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -40,8 +48,11 @@ import requests
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests/lfs-server"))
+sys.path.insert(0, str(ROOT / "tools"))
 
-from lfs_engines import Ceph, Postgres, free_port, start_ceph, start_postgres  # noqa: E402
+import lfs_load  # noqa: E402  (tools/bench/lfs_load.py, next to this file)
+from common import free_port, wait_http  # noqa: E402  (tools/common.py)
+from lfs_engines import Ceph, Postgres, start_ceph, start_postgres  # noqa: E402
 
 MIB = 1 << 20
 SCRIPT = str(Path(sys.executable).parent / "lfs-server")
@@ -49,19 +60,14 @@ USER, PASSWORD = "bench", "bench-pw"
 
 
 class Node:
-    """One `lfs-server serve` on the shared engines."""
+    """One `lfs-server serve` on the shared engines (lfs_load.start_server starts it)."""
 
-    def __init__(self, root: Path, env: dict[str, str], name: str, workers: int) -> None:
+    def __init__(self, root: Path, name: str, workers: int) -> None:
         self.data = root / name
         self.data.mkdir(mode=0o755)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        node_env = {**env, "LFS_DATA_DIR": str(self.data), "LFS_LISTEN": f"127.0.0.1:{self.port}"}
-        node_env["LFS_WORKERS"] = str(workers)
-        self.log = open(root / f"{name}.log", "wb")  # noqa: SIM115 (closed in stop)
-        self.proc = subprocess.Popen([SCRIPT, "serve"], env=node_env, stdout=self.log,
-                                     stderr=subprocess.STDOUT)  # fmt: skip
-        wait_healthy(self.url, self.proc)
+        self.proc = lfs_load.start_server(self.data, self.port, workers, 0, add_users=False)
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -69,21 +75,6 @@ class Node:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-        self.log.close()
-
-
-def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None = None) -> None:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise SystemExit(f"lfs_scale: a server exited with {proc.returncode}")
-        try:
-            if requests.get(url + "/healthz", timeout=10).ok:
-                return
-        except (requests.ConnectionError, requests.Timeout):
-            pass
-        time.sleep(0.2)
-    raise SystemExit(f"lfs_scale: {url} did not become healthy")
 
 
 class Front:
@@ -128,7 +119,7 @@ http {{
             [nginx, "-p", f"{d}/", "-c", f"{d}/nginx.conf", "-e", f"{d}/error.log",
              "-g", f"daemon off; pid {d}/nginx.pid;"],
         )  # fmt: skip
-        wait_healthy(self.url, None)
+        wait_http(self.url + "/healthz", self.proc, 90, d / "error.log")
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -224,44 +215,78 @@ def bench_git(root: Path, url: str, repo: str, count: int, size: int) -> dict[st
     return {"push_obj_s": count / push, "clone_obj_s": count / clone}
 
 
-def bench_load(env: dict[str, str], nodes: int, clients: int, duration: float) -> dict[str, float]:
-    """Run lfs_load.py across *nodes* nodes; requests/s and p99 per operation (ms)."""
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "tools/bench/lfs_load.py"), "--nodes", str(nodes),
-         "--clients", str(clients), "--duration", str(duration), "--max-size-kib", "256",
-         "--workers", "4"],
-        env=env, capture_output=True, text=True, timeout=1800, check=False,
-    )  # fmt: skip
-    out = result.stdout
-    found: dict[str, float] = {"exit": float(result.returncode)}
-    match = re.search(r"requests: \d+ \(([\d.]+)/s\)", out)
-    if match:
-        found["requests_s"] = float(match.group(1))
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) >= 4 and parts[0] in ("batch", "download.batch", "upload.batch"):
-            found[f"{parts[0]}_p99_ms"] = float(parts[3])
-    lost = re.search(r"lost: (\d+); corrupted: (\d+);", out)
-    if lost:
-        found["lost"], found["corrupted"] = float(lost.group(1)), float(lost.group(2))
-    if result.returncode != 0:
-        print(out[-3000:] + result.stderr[-2000:], file=sys.stderr)
-    return found
+# The load pairs: (label, nodes, workers per node as a share of --workers, pin nodes).
+LOAD_SETUPS = (
+    ("1 node, all workers", 1, 1.0, False),
+    ("2 nodes, half the workers each", 2, 0.5, False),
+    ("1 node on CPU 0", 1, 1.0, True),
+    ("2 nodes on CPU 0 and 1", 2, 1.0, True),
+)
+
+
+def bench_load(args: argparse.Namespace) -> list[dict[str, object]]:
+    """lfs_load.py's mixed load in each of LOAD_SETUPS, interleaved --repeat times."""
+    rows: list[dict[str, object]] = []
+    for _ in range(args.repeat):
+        for label, nodes, share, pin in LOAD_SETUPS:
+            load_args = argparse.Namespace(
+                **{**lfs_load.NODE_DEFAULTS, **vars(args)},
+            )
+            load_args.nodes, load_args.pin_nodes, load_args.repeat = nodes, pin, 1
+            load_args.workers = max(1, round(args.workers * share))
+            for result in lfs_load.run(load_args):
+                rows.append(
+                    {
+                        "setup": label,
+                        **dataclasses.asdict(result),
+                        "worst_p99_ms": result.worst_goal_p99_ms,
+                    }
+                )
+    return rows
+
+
+def load_summary(rows: list[dict[str, object]]) -> dict[str, dict[str, float]]:
+    """Medians per setup, printed as a table with the pairs' ratios."""
+    summary: dict[str, dict[str, float]] = {}
+    print("\nload on S3 + PostgreSQL (medians over the repeats):")
+    print(f"{'setup':34s} {'req/s':>8s} {'worst p99 ms':>13s} {'server ms/req':>14s} "
+          f"{'load avg':>9s}  lost/corrupted")  # fmt: skip
+    for label, *_ in LOAD_SETUPS:
+        mine = [r for r in rows if r["setup"] == label]
+        med = {
+            key: statistics.median(float(r[key]) for r in mine)  # type: ignore[arg-type]
+            for key in ("requests_s", "worst_p99_ms", "server_cpu_ms", "load_end")
+        }
+        med["lost"] = sum(float(r["lost"]) + float(r["corrupted"]) for r in mine)  # type: ignore[arg-type]
+        summary[label] = med
+        print(f"{label:34s} {med['requests_s']:8.1f} {med['worst_p99_ms']:13.1f} "
+              f"{med['server_cpu_ms']:14.2f} {med['load_end']:9.2f}  "
+              f"{med['lost']:.0f}")  # fmt: skip
+    labels = [label for label, *_ in LOAD_SETUPS]
+    for one, two in ((labels[0], labels[1]), (labels[2], labels[3])):
+        ratio = summary[two]["requests_s"] / summary[one]["requests_s"]
+        print(f"{two} / {one}: {ratio:.2f}x requests/s")
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[lfs_load.load_arguments()],
     )
     parser.add_argument("--runs", type=int, default=5, help="GET repetitions (median; 5)")
     parser.add_argument("--big-mib", type=int, default=300, help="size of the GET object (300)")
     parser.add_argument("--small", type=int, default=500, help="4 KiB objects to push (500)")
     parser.add_argument("--medium", type=int, default=20, help="10 MiB objects to push (20)")
+    parser.add_argument("--skip-get", action="store_true", help="skip the proxy/presigned GET")
     parser.add_argument("--skip-git", action="store_true", help="skip the push/clone rows")
-    parser.add_argument("--load-duration", type=float, default=20.0, help="load seconds (20)")
-    parser.add_argument("--workers", type=int, default=4, help="gunicorn workers per node (4)")
+    parser.add_argument("--skip-load", action="store_true", help="skip the load pairs")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    # The load part's own defaults: 20 s runs of 256 KiB objects at most.
+    parser.set_defaults(duration=20.0, max_size_kib=256)
     args = parser.parse_args(argv)
+    lfs_load.check_arguments(parser, args)
 
     root = Path(tempfile.mkdtemp(prefix="lfs-scale-", dir="/tmp"))
     root.chmod(0o755)
@@ -270,11 +295,12 @@ def main(argv: list[str] | None = None) -> int:
     nodes: list[Node] = []
     fronts: list[Front] = []
     results: dict[str, object] = {}
+    ok = True
     try:
         t0 = time.monotonic()
         ceph = start_ceph()
         pg = start_postgres(fsync=True)
-        print(f"lfs_scale: engines up in {time.monotonic() - t0:.1f} s")
+        print(f"lfs_scale: engines up in {time.monotonic() - t0:.1f} s", flush=True)
         bucket = ceph.create_bucket("lfs-bench")
         env = {k: v for k, v in os.environ.items() if not k.startswith("LFS_")}
         env.update(ceph.s3_env(bucket))
@@ -284,13 +310,18 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([SCRIPT, "user", "add", USER, "--grant", "*=write", "--password-stdin",
                         "--data", str(root / "cli")], input=PASSWORD, text=True, env=env,
                        check=True, capture_output=True)  # fmt: skip
-        nodes = [Node(root, env, f"node{i}", args.workers) for i in range(2)]
+        if not (args.skip_get and args.skip_git):
+            nodes = [Node(root, f"node{i}", args.workers) for i in range(2)]
 
-        get = bench_get(nodes[0], ceph, bucket, args.big_mib, args.runs)
-        ratio = get["proxy_mib_s"] / get["direct_mib_s"]
-        results["get"] = {**get, "ratio": ratio}
-        print(f"GET {args.big_mib} MiB: proxy {get['proxy_mib_s']:.0f} MiB/s, direct presigned "
-              f"{get['direct_mib_s']:.0f} MiB/s: {ratio:.2f}x (goal >= 0.9x)")  # fmt: skip
+        if not args.skip_get:
+            get = bench_get(nodes[0], ceph, bucket, args.big_mib, args.runs)
+            ratio = get["proxy_mib_s"] / get["direct_mib_s"]
+            results["get"] = {**get, "ratio": ratio, "load_average": os.getloadavg()[0]}
+            ok = ratio >= 0.9
+            print(f"GET {args.big_mib} MiB: proxy {get['proxy_mib_s']:.0f} MiB/s, direct "
+                  f"presigned {get['direct_mib_s']:.0f} MiB/s: {ratio:.2f}x (goal >= 0.9x: "
+                  f"{'met' if ok else 'NOT met'}; load average "
+                  f"{os.getloadavg()[0]:.2f})", flush=True)  # fmt: skip
 
         if not args.skip_git:
             fronts = [Front(root, nodes[:1], "front1"), Front(root, nodes, "front2")]
@@ -303,17 +334,20 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append({"objects": f"{count} x {label}", "nodes": n, **row})
                     print(f"git {count} x {label} through {n} node(s): push "
                           f"{row['push_obj_s']:.1f} obj/s, fresh clone "
-                          f"{row['clone_obj_s']:.1f} obj/s")  # fmt: skip
+                          f"{row['clone_obj_s']:.1f} obj/s (load average "
+                          f"{os.getloadavg()[0]:.2f})", flush=True)  # fmt: skip
             results["git"] = rows
+        for front in fronts:
+            front.stop()
+        for node in nodes:
+            node.stop()
+        fronts, nodes = [], []
 
-        for n in (1, 2):
-            # A fresh database per run: lfs_load adds its own users.
-            load_env = {**env, "LFS_DATABASE_URL": pg.create_database(f"lfs_load_{n}")}
-            load = bench_load(load_env, n, 32, args.load_duration)
-            results[f"load_{n}_nodes"] = load
-            print(f"load 32 clients, {n} node(s): {load.get('requests_s', 0):.0f} req/s, "
-                  f"batch p99 {load.get('batch_p99_ms', float('nan')):.0f} ms, "
-                  f"lost {load.get('lost')}, corrupted {load.get('corrupted')}")  # fmt: skip
+        if not args.skip_load:
+            rows = bench_load(args)
+            results["load"] = rows
+            results["load_summary"] = load_summary(rows)
+            ok = ok and all(r["lost"] == 0 and r["corrupted"] == 0 for r in rows)
     finally:
         for front in fronts:
             front.stop()
@@ -325,8 +359,10 @@ def main(argv: list[str] | None = None) -> int:
             ceph.stop()
         shutil.rmtree(root, ignore_errors=True)
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
-    ok = results["get"]["ratio"] >= 0.9  # type: ignore[index]
+        target = Path(args.json)
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(json.dumps(results, indent=2) + "\n")
+        tmp.replace(target)
     return 0 if ok else 1
 
 

@@ -20,7 +20,6 @@ import hashlib
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,28 +29,12 @@ from pathlib import Path
 
 import requests
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import free_port, wait_http  # tools/common.py
+
 MIB = 1 << 20
 SCRIPT = str(Path(sys.executable).parent / "lfs-server")
 USER, PASSWORD = "bench", "bench-pw"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_http(url: str, proc: subprocess.Popen[bytes] | None = None, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise SystemExit(f"server exited with {proc.returncode}")
-        try:
-            requests.get(url, timeout=2)
-            return
-        except requests.ConnectionError:
-            time.sleep(0.1)
-    raise SystemExit(f"{url} did not answer")
 
 
 def write_random(path: Path, size: int) -> str:
@@ -158,11 +141,12 @@ def run(
         subprocess.Popen([SCRIPT, "serve"], env=env, stdout=lfs_log, stderr=subprocess.STDOUT)
     )
     lfs = f"http://127.0.0.1:{lfs_port}"
-    wait_http(lfs + "/healthz", procs[-1])
+    wait_http(lfs + "/healthz", procs[-1], 60, work / "serve.log")
 
     for sub in ("static", "dav", "dav-tmp", "nginx-tmp"):
         (work / sub).mkdir()
         (work / sub).chmod(0o777)
+    (work / "static/ready").write_text("ok\n")
     conf = work / "plain.conf"
     conf.write_text(PLAIN_NGINX.format(work=work, port=plain_port))
     procs.append(
@@ -181,7 +165,7 @@ def run(
         )
     )
     plain = f"http://127.0.0.1:{plain_port}"
-    wait_http(plain + "/static/", procs[-1])
+    wait_http(plain + "/static/ready", procs[-1], 60, work / "plain-error.log")
 
     payload = work / "payload.bin"
     print(f"writing a {size // MIB} MiB random object ...", flush=True)
