@@ -316,6 +316,14 @@ def test_onedir_holds_only_binaries_beside_the_exe(built: Built) -> None:
         "purewheel-1.0.dist-info/METADATA",
     ]
     assert extracted.command == ["-m", "app"]
+    # the start-up table is a resource the launcher hands over, not a zip entry (its code
+    # objects are the runtime's marshal format: only the module names are checked here)
+    import zipfile
+
+    table = ResourceEditor.open(built.onedir).get(10, standalone.BOOT_ID)
+    assert b"embeddedimport._startup" in table and b"embeddedimport.runtime" in table
+    with zipfile.ZipFile(built.onedir) as archive:
+        assert standalone._BOOT_TABLE not in archive.namelist()
 
 
 def test_onedir_runs_isolated_and_moved(
