@@ -105,6 +105,28 @@ def test_healthz_names_kinds_not_secrets(cluster: Cluster) -> None:
         assert secret not in r.text.replace('"postgresql"', ""), secret
 
 
+def metric(text: str, name: str) -> int:
+    """The value of the unlabelled sample *name* in a /metrics page."""
+    found = [line for line in text.splitlines() if line.startswith(name + " ")]
+    assert found, text
+    return int(found[0].split()[1])
+
+
+def test_metrics_count_the_bucket_once_a_minute_not_per_scrape(cluster: Cluster) -> None:
+    # A fresh node, so that no earlier scrape has counted for it.
+    node = cluster.start_node()
+    api = Api(node)
+    api.upload("scale/metrics", os.urandom(1000))
+    first = requests.get(node.url + "/metrics", timeout=30).text
+    assert metric(first, "lfs_objects_stored") >= 1
+    api.upload("scale/metrics", os.urandom(2000))
+    second = requests.get(node.url + "/metrics", timeout=30).text
+    # The new object is counted as uploaded at once; the bucket is not listed again.
+    assert metric(second, "lfs_objects_uploaded_total") == 2
+    assert metric(second, "lfs_objects_stored") == metric(first, "lfs_objects_stored")
+    assert metric(second, "lfs_stored_bytes") == metric(first, "lfs_stored_bytes")
+
+
 # --- two nodes --------------------------------------------------------------------------------
 
 

@@ -15,7 +15,8 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 # name -> (Prometheus type, help): the one table of what /metrics may show.
@@ -31,8 +32,8 @@ METRICS: dict[str, tuple[str, str]] = {
         "bytes of objects handed out for download (full size per request)",
     ),
     "lfs_objects_uploaded_total": ("counter", "objects verified and stored"),
-    "lfs_objects_stored": ("gauge", "objects in the store"),
-    "lfs_stored_bytes": ("gauge", "bytes in the store"),
+    "lfs_objects_stored": ("gauge", "objects in the store (counted at most once a minute)"),
+    "lfs_stored_bytes": ("gauge", "bytes in the store (counted at most once a minute)"),
 }
 
 CONTENT_TYPE = "text/plain; version=0.0.4"
@@ -40,12 +41,23 @@ CONTENT_TYPE = "text/plain; version=0.0.4"
 # A request waits at most this long for another worker's counter update.
 _RECORD_TIMEOUT = 0.25
 
+# The store's inventory (objects and bytes stored) is counted at most this often per
+# node: counting lists every object, a whole-bucket listing on S3, too much for every
+# scrape (Prometheus asks every 15-60 s, from every node).
+INVENTORY_SECONDS = 60.0
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS counters (
     name TEXT NOT NULL,
     labels TEXT NOT NULL,
     value REAL NOT NULL,
     PRIMARY KEY (name, labels)
+);
+CREATE TABLE IF NOT EXISTS inventory (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    objects INTEGER NOT NULL,
+    bytes INTEGER NOT NULL,
+    counted_at REAL NOT NULL
 );
 """
 
@@ -141,6 +153,23 @@ class Metrics:
             return list(
                 conn.execute("SELECT name, labels, value FROM counters ORDER BY name, labels")
             )
+
+    def inventory(self, count: Callable[[], tuple[int, int]]) -> tuple[int, int]:
+        """(objects, bytes) in the store: *count()*'s answer, asked again only once the last
+        one is INVENTORY_SECONDS old (any worker of this node may have asked)."""
+        now = time.time()
+        with self._connect(10.0) as conn:
+            row = conn.execute("SELECT objects, bytes, counted_at FROM inventory").fetchone()
+            if row is not None and 0 <= now - row[2] < INVENTORY_SECONDS:
+                return int(row[0]), int(row[1])
+        objects, nbytes = count()
+        with contextlib.suppress(sqlite3.Error), self._connect(_RECORD_TIMEOUT) as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO inventory (id, objects, bytes, counted_at) "
+                "VALUES (1, ?, ?, ?)",
+                (objects, nbytes, now),
+            )
+        return objects, nbytes
 
     def render(self, objects_stored: int, stored_bytes: int) -> str:
         """The whole `/metrics` page: counters plus the store's gauges."""

@@ -49,13 +49,18 @@ def _reachable(check: Callable[[], None]) -> bool:
 
 @bp.get("/metrics")
 def metrics() -> Response:
-    """Counters shared by all workers, plus the objects currently stored."""
+    """Counters shared by all workers, plus the objects stored (counted at most once per
+    INVENTORY_SECONDS: counting lists the whole store)."""
     svc = services()
-    count = total = 0
-    for obj in svc.store.iter_objects():
-        count += 1
-        total += obj.size
-    return Response(svc.metrics.render(count, total), mimetype=CONTENT_TYPE)
+
+    def count() -> tuple[int, int]:
+        objects = total = 0
+        for obj in svc.store.iter_objects():
+            objects += 1
+            total += obj.size
+        return objects, total
+
+    return Response(svc.metrics.render(*svc.metrics.inventory(count)), mimetype=CONTENT_TYPE)
 
 
 def openapi_text() -> str:
