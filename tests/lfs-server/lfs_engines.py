@@ -279,6 +279,8 @@ class Postgres:
     base: Path
     port: int
     user: str
+    # The server options pg_ctl starts it with (start_postgres sets them).
+    options: str = ""
 
     def url(self, database: str = "postgres") -> str:
         """A libpq URL for *database* (trust authentication on loopback)."""
@@ -295,10 +297,19 @@ class Postgres:
     def _pg_ctl(self, *args: str) -> None:
         _run_as(self.user, [str(PG_BIN / "pg_ctl"), "-D", str(self.base / "data"), *args])
 
+    def start(self) -> None:
+        """Start the server on its data folder (again, after `halt`)."""
+        self._pg_ctl("start", "-w", "-t", "60", "-l", str(self.base / "server.log"),
+                     "-o", self.options)  # fmt: skip
+
+    def halt(self) -> None:
+        """Stop the server (fast shutdown: connections are closed), keeping its data."""
+        self._pg_ctl("stop", "-m", "fast", "-w", "-t", "30")
+
     def stop(self) -> None:
         """Stop the server (fast shutdown) and remove its folder."""
         with contextlib.suppress(EngineError, subprocess.SubprocessError):
-            self._pg_ctl("stop", "-m", "fast", "-w", "-t", "30")
+            self.halt()
         shutil.rmtree(self.base, ignore_errors=True)
 
 
@@ -334,15 +345,15 @@ def start_postgres(*, fsync: bool = False) -> Postgres:
         info = pwd.getpwnam(user)
         os.chown(base, info.pw_uid, info.pw_gid)
     port = free_port()
-    server = Postgres(base, port, user)
+    options = (
+        f"-h 127.0.0.1 -p {port} -k {base} -c max_connections=200"
+        f" -c fsync={'on' if fsync else 'off'}"
+    )
+    server = Postgres(base, port, user, options)
     try:
         _run_as(user, [str(PG_BIN / "initdb"), "-D", str(base / "data"), "-U", user,
                        "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"])  # fmt: skip
-        server._pg_ctl(
-            "start", "-w", "-t", "60", "-l", str(base / "server.log"),
-            "-o", f"-h 127.0.0.1 -p {port} -k {base} -c max_connections=200"
-            f" -c fsync={'on' if fsync else 'off'}",
-        )  # fmt: skip
+        server.start()
     except BaseException:
         server.stop()
         raise

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import requests
-from lfs_engines import Ceph, Postgres
+from lfs_engines import Ceph, Postgres, start_postgres
 from lfs_scale_support import Cluster
 from lfs_testlib import (
     Api,
@@ -112,19 +112,26 @@ def metric(text: str, name: str) -> int:
     return int(found[0].split()[1])
 
 
-def test_metrics_count_the_bucket_once_a_minute_not_per_scrape(cluster: Cluster) -> None:
-    # A fresh node, so that no earlier scrape has counted for it.
-    node = cluster.start_node()
-    api = Api(node)
-    api.upload("scale/metrics", os.urandom(1000))
-    first = requests.get(node.url + "/metrics", timeout=30).text
-    assert metric(first, "lfs_objects_stored") >= 1
-    api.upload("scale/metrics", os.urandom(2000))
-    second = requests.get(node.url + "/metrics", timeout=30).text
-    # The new object is counted as uploaded at once; the bucket is not listed again.
-    assert metric(second, "lfs_objects_uploaded_total") == 2
-    assert metric(second, "lfs_objects_stored") == metric(first, "lfs_objects_stored")
-    assert metric(second, "lfs_stored_bytes") == metric(first, "lfs_stored_bytes")
+def test_metrics_count_the_bucket_once_a_minute_not_per_scrape(
+    ceph: Ceph, postgres: Postgres
+) -> None:
+    # A cluster of its own, so that no earlier scrape has counted for its node.
+    c = Cluster(ceph, postgres)
+    try:
+        node = c.start_node()
+        api = Api(node)
+        api.upload("scale/metrics", os.urandom(1000))
+        first = requests.get(node.url + "/metrics", timeout=30).text
+        assert metric(first, "lfs_objects_stored") == 1
+        assert metric(first, "lfs_stored_bytes") == 1000
+        api.upload("scale/metrics", os.urandom(2000))
+        second = requests.get(node.url + "/metrics", timeout=30).text
+        # The new object is counted as uploaded at once; the bucket is not listed again.
+        assert metric(second, "lfs_objects_uploaded_total") == 2
+        assert metric(second, "lfs_objects_stored") == 1
+        assert metric(second, "lfs_stored_bytes") == 1000
+    finally:
+        c.stop()
 
 
 # --- two nodes --------------------------------------------------------------------------------
@@ -344,6 +351,76 @@ def test_store_stopped_mid_upload_then_back(cluster: Cluster) -> None:
 
 
 # --- direct downloads, fsck and migration ------------------------------------------------
+
+
+def test_import_seed_into_the_bucket(cluster: Cluster, tmp_path: Path) -> None:
+    seed = tmp_path / "old-data"
+    objects = seed / "repos/grp/seeded/.objects"
+    good = [os.urandom(3000), b"seeded object"]
+    bad = oid_of(b"what the name claims")
+    for oid, data in [*((oid_of(d), d) for d in good), (bad, b"other bytes")]:
+        (objects / oid[:2] / oid[2:4]).mkdir(parents=True, exist_ok=True)
+        (objects / oid[:2] / oid[2:4] / oid).write_bytes(data)
+    env = {**os.environ, **cluster.env()}
+    r = cli("import-seed", str(seed), data=tmp_path / "cli", env=env)
+    assert r.returncode == 1, (r.stdout, r.stderr)  # the bad one is refused
+    assert "imported 2 objects, 0 already present, 1 refused" in r.stdout, r.stdout
+    assert object_keys(cluster, bad) == [], "a refused object must not reach the bucket"
+    for data in good:
+        assert len(object_keys(cluster, oid_of(data))) == 1
+        # Every node serves it from the bucket.
+        for node in cluster.nodes:
+            action = Api(node).download_action("lfs/grp/seeded", oid_of(data), len(data))
+            got = requests.get(action["href"], headers=action["header"], timeout=30)
+            assert got.status_code == 200 and got.content == data
+    again = cli("import-seed", str(seed), data=tmp_path / "cli", env=env)
+    assert "imported 0 objects, 2 already present, 1 refused" in again.stdout, again.stdout
+
+
+def test_database_stopped_then_back(ceph: Ceph) -> None:
+    # A PostgreSQL of its own: the session's is shared by the other tests.
+    pg = start_postgres()
+    c = Cluster(ceph, pg)
+    try:
+        node = c.start_node()
+        api = Api(node)
+        locks = node.lfs("scale/db-outage") + "/locks"
+        stored = os.urandom(20_000)
+        api.upload("scale/db-outage", stored)
+        download = api.download_action("scale/db-outage", oid_of(stored), len(stored))
+        before = requests.post(locks, json={"path": "before.bin"}, headers=basic("alice"))
+        assert before.status_code == 201, before.text
+        pg.halt()
+        try:
+            for r in (
+                requests.post(locks, json={"path": "during.bin"}, headers=basic("alice")),
+                requests.get(locks, headers=basic("alice"), timeout=30),
+            ):
+                assert_lfs_error(r, 503, "database")
+                assert r.headers.get("Retry-After"), r.headers
+            health = requests.get(node.url + "/healthz", timeout=30)
+            assert health.status_code == 503
+            assert health.json()["database"] == {"kind": "postgresql", "reachable": False}
+            assert health.json()["store"]["reachable"] is True
+            # Objects live in the store: a download with its token goes on.
+            got = requests.get(download["href"], headers=download["header"], timeout=30)
+            assert got.status_code == 200 and got.content == stored
+        finally:
+            pg.start()
+        deadline = time.monotonic() + 60
+        while requests.get(node.url + "/healthz", timeout=30).status_code != 200:
+            assert time.monotonic() < deadline, "the node did not see the database come back"
+            time.sleep(0.5)
+        during = requests.post(locks, json={"path": "during.bin"}, headers=basic("alice"))
+        assert during.status_code == 201, during.text
+        listed = requests.get(locks, headers=basic("alice"), timeout=30)
+        assert sorted(lock["path"] for lock in listed.json()["locks"]) == [
+            "before.bin",
+            "during.bin",
+        ]
+    finally:
+        c.stop()
+        pg.stop()
 
 
 def test_direct_mode_hands_out_presigned_urls(
