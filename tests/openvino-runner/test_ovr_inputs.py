@@ -50,7 +50,7 @@ def test_parse_shape(text: str, dims: tuple[int, ...]) -> None:
     assert parse_shape(text) == dims
 
 
-@pytest.mark.parametrize("text", ["", "a,b", "1,-2"])
+@pytest.mark.parametrize("text", ["", "a,b", "1,-2", "1,3,x", "1,,3", "1x3x"])
 def test_parse_shape_rejects(text: str) -> None:
     with pytest.raises(InputError, match="1,3,224,224"):
         parse_shape(text)

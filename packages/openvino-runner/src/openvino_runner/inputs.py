@@ -87,7 +87,9 @@ def parse_shape(text: str) -> tuple[int, ...]:
     """Parse ``"1,3,224,224"`` (also ``1x3x224x224`` or ``[1,3,224,224]``) into ints."""
     cleaned = text.strip().strip("[]()").replace("x", ",")
     try:
-        dims = tuple(int(p) for p in cleaned.split(",") if p.strip())
+        # Every part must be a number: an empty one ("1,,3", or "1,3,x" where "x" is
+        # the 1x3x8 separator) is an error, not a dimension silently dropped.
+        dims = tuple(int(p) for p in cleaned.split(","))
     except ValueError:
         raise InputError(
             f"shape must be comma-separated integers such as 1,3,224,224, got {text!r}"
