@@ -354,3 +354,13 @@ def test_console_script_help() -> None:
     assert proc.returncode == 0
     for sub in ("build", "list", "extract", "bat"):
         assert sub in proc.stdout
+
+
+def test_missing_arguments_name_only_the_required_ones() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "exepy", "build"], capture_output=True, text=True, timeout=30
+    )
+    assert (proc.returncode, proc.stdout) == (2, "")
+    last = proc.stderr.splitlines()[-1]
+    # FILE_OR_DIR is optional (nargs="*"): the error must not call it required.
+    assert last == "exepy build: error: the following arguments are required: OUT, MAIN.py"

@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -664,8 +665,17 @@ def test_ctrl_c_during_build_leaves_nothing(project: Path) -> None:
     assert sorted(p.name for p in project.iterdir()) == ["big.bin", "hello.py"]
 
 
-def test_wheels_pure_in_binary_refused(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_wheels_pure_in_binary_refused(
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
     found = _runtime("3.13")
+    # pip's downloads go to a temporary folder that the build removes, pass or fail.
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     pure = make_wheel(project, "purewheel", "py3-none-any", PURE_WHEEL_FILES)
     binary = make_wheel(
         project, "binwheel", "cp313-cp313-win_amd64", {"binwheel/_speed.pyd": b"MZ"}
@@ -684,13 +694,17 @@ def test_wheels_pure_in_binary_refused(project: Path, capsys: pytest.CaptureFixt
     # --requirement: pip resolves for the runtime's platform (here from local files)
     (project / "reqs.txt").write_text(f"{pure}\n")
     args = ["build", "dist", "hello.py", "--runtime", found.version, "-r", "reqs.txt"]
-    code, _, err = run_cli(args, capsys)
+    code, out, err = run_cli(args, capsys)
     assert (code, err) == (0, "")
     names = [n for n, _ in build.read_bundle(project / "dist" / "hello.exe").files]
     assert "purewheel/__init__.py" in names and "extra_mod.py" in names
+    assert out.rstrip().endswith(f": {len(names)} files"), out  # the wheel's files count too
+    assert list(scratch.iterdir()) == []
     (project / "reqs.txt").write_text(f"{binary}\n")
     code, _, err = run_cli([*args, "-f"], capsys)
-    assert code == 2 and "binwheel-1.0-cp313-cp313-win_amd64.whl is a binary wheel" in err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "binwheel-1.0-cp313-cp313-win_amd64.whl (from reqs.txt) is a binary wheel" in err
+    assert str(scratch) not in err and list(scratch.iterdir()) == []
 
 
 @pytest.mark.skipif(NATIVE, reason="on Windows the runtime's python.exe always runs natively")

@@ -52,8 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     build.add_argument("output", metavar="OUT", type=Path, help="the exe (or onedir folder)")
     build.add_argument("main", metavar="MAIN.py", type=Path, help="the script the exe runs")
+    # default=[]: without a default argparse counts a nargs="*" positional as required and
+    # names it in "the following arguments are required".
     build.add_argument(
-        "inputs", metavar="FILE_OR_DIR", type=Path, nargs="*", help="more files or folders"
+        "inputs",
+        metavar="FILE_OR_DIR",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="more files or folders",
     )
     build.add_argument(
         "--runtime",

@@ -274,12 +274,15 @@ def build_standalone(
         raise BuildError(f"the output {os.fspath(output)} is a file; --onedir writes a folder")
     files = collect_files(main, inputs, cwd)
     contents = read_files(files)
-    wheel_paths = [cwd / path for path in wheels]
     try:
+        for wheel in wheels:
+            contents.extend(wheel_files(cwd / wheel))
         if requirements is not None:
-            wheel_paths += download_requirements(cwd / requirements, runtime.minor)
-        for wheel in wheel_paths:
-            contents.extend(wheel_files(wheel))
+            with tempfile.TemporaryDirectory(prefix="exepy-wheels-") as downloads:
+                found = download_requirements(cwd / requirements, runtime.minor, Path(downloads))
+                for wheel in found:
+                    label = f"{wheel.name} (from {os.fspath(requirements)})"
+                    contents.extend(wheel_files(wheel, label))
     except WheelError as exc:
         raise BuildError(str(exc)) from None
     editor = ResourceEditor(launcher_bytes(), source=LAUNCHER)
@@ -309,7 +312,7 @@ def build_standalone(
             "compile embeddedimport: the app compiles it at every start (about 0.1 s); "
             "install Wine or build on Windows"
         )
-    names = [file_name for file_name, _ in files]
+    names = [file_name for file_name, _ in contents]
 
     if onefile:
         write_output(target, data, output)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import zipfile
 from collections.abc import Sequence
 from email.parser import Parser
@@ -38,14 +37,15 @@ def _metadata(archive: zipfile.ZipFile, name: str) -> dict[str, list[str]]:
     return {key.lower(): message.get_all(key) or [] for key in message}
 
 
-def wheel_files(path: Path) -> list[tuple[str, bytes]]:
+def wheel_files(path: Path, label: str | None = None) -> list[tuple[str, bytes]]:
     """The ``(bundle name, content)`` pairs of the pure-Python wheel at *path*.
 
     ``*.data/purelib`` and ``platlib`` contents go to the top, like an install; the other
     ``.data`` folders (scripts, headers, data) are left out. Raises :class:`WheelError` for
-    a binary wheel or a file that is not a wheel.
+    a binary wheel or a file that is not a wheel, naming the wheel as *label* (default:
+    *path*).
     """
-    name = os.fspath(path)
+    name = label or os.fspath(path)
     try:
         archive = zipfile.ZipFile(path)
     except OSError as exc:
@@ -85,15 +85,16 @@ def wheel_files(path: Path) -> list[tuple[str, bytes]]:
     return files
 
 
-def download_requirements(requirements: Path, minor: str, pip: Sequence[str] = ()) -> list[Path]:
+def download_requirements(
+    requirements: Path, minor: str, folder: Path, pip: Sequence[str] = ()
+) -> list[Path]:
     """Wheels for *requirements* (a pip requirements file) for Windows x64 CPython *minor*.
 
-    Runs ``pip download --only-binary=:all:`` for that platform into a temporary folder
-    that lives as long as the process; raises :class:`WheelError` with pip's last line.
+    Runs ``pip download --only-binary=:all:`` for that platform into *folder* (the caller
+    owns it and removes it); raises :class:`WheelError` with pip's last line.
     """
     if not requirements.is_file():
         raise WheelError(f"the requirements file {os.fspath(requirements)} does not exist")
-    folder = Path(tempfile.mkdtemp(prefix="exepy-wheels-"))
     command = list(pip) or [sys.executable, "-m", "pip"]
     done = subprocess.run(
         [
