@@ -868,12 +868,15 @@ def load_arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(add_help=False)
     group = parser.add_argument_group("load")
     group.add_argument(
-        "--clients", type=client_counts, default=[32], help="concurrent clients, or a list (32)"
+        "--clients",
+        type=client_counts,
+        default=[32],
+        help="concurrent clients, or a list such as 8,32,64 (32)",
     )
-    group.add_argument("--duration", type=float, default=60.0, help="seconds of load (60)")
+    group.add_argument("--duration", type=float, default=60.0, help="seconds of load (%(default)s)")
     group.add_argument("--min-size-kib", type=int, default=1, help="smallest object (1 KiB)")
     group.add_argument(
-        "--max-size-kib", type=int, default=64 * 1024, help="largest object (65536 = 64 MiB)"
+        "--max-size-kib", type=int, default=64 * 1024, help="largest object in KiB (%(default)s)"
     )
     group.add_argument("--workers", type=int, default=4, help="gunicorn workers per node (4)")
     group.add_argument("--seed", type=int, default=1, help="random seed (1)")

@@ -15,7 +15,7 @@ the same run so that the ratios compare like with like:
 2. git push + fresh clone of --small x 4 KiB and --medium x 10 MiB objects through a
    front nginx (as deploy/lb-nginx.conf) to one node vs to two nodes: objects/s.
 3. tools/bench/lfs_load.py's mixed load (--clients, --duration, objects up to
-   --max-size-kib) on S3 + PostgreSQL, three pairs, interleaved --repeat times:
+   --max-size-kib) on S3 + PostgreSQL, two pairs, interleaved --repeat times:
    - one node of --workers workers vs two nodes of --workers/2 each: the same processes
      split over two nodes, on the same cores (what a second node costs or saves when it
      brings no CPU of its own);
