@@ -234,6 +234,22 @@ def test_bad_option_values(capsys: pytest.CaptureFixture[str], model: Path) -> N
     assert code == 2 and "comma-separated integers" in err
 
 
+@pytest.mark.parametrize(
+    "args", [("compare", "--atol", "-1"), ("compare", "--rtol", "nan"), ("convert", "--atol", "x")]
+)
+def test_bad_tolerance_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], model: Path, args: tuple[str, str, str]
+) -> None:
+    """A negative tolerance fails every output: it is refused (exit 2), not a mismatch (1)."""
+    command, option, value = args
+    extra = ["-o", str(model.parent / "m.xml"), "--check"] if command == "convert" else []
+    with pytest.raises(SystemExit) as exc:
+        main([command, str(model), *extra, option, value])
+    assert exc.value.code == 2
+    assert f"argument {option}: expected a number >= 0" in capsys.readouterr().err
+    assert not (model.parent / "m.xml").exists()
+
+
 def test_op_without_conversion_rule_names_the_node(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import secrets
 import sys
@@ -78,6 +79,17 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _tolerance(text: str) -> float:
+    """A tolerance: a finite number >= 0 (a negative one would fail every output)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0 such as 1e-4, got {text!r}")
     return value
 
 
@@ -165,8 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_model_options(compare)
     compare.add_argument("--against", choices=("onnxruntime",), default="onnxruntime")
-    compare.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance (1e-4)")
-    compare.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (1e-3)")
+    compare.add_argument("--atol", type=_tolerance, default=1e-4, help="absolute tolerance (1e-4)")
+    compare.add_argument("--rtol", type=_tolerance, default=1e-3, help="relative tolerance (1e-3)")
     compare.add_argument("--top-k", type=_positive_int, default=5, help="k of top-k agreement")
     compare.add_argument(
         "--reference",
@@ -224,12 +236,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     convert.add_argument(
         "--atol",
-        type=float,
+        type=_tolerance,
         help="--check's absolute tolerance (default 1e-4, or 1e-2 with --compress-to-fp16)",
     )
     convert.add_argument(
         "--rtol",
-        type=float,
+        type=_tolerance,
         help="--check's relative tolerance (default 1e-3, or 1e-2 with --compress-to-fp16)",
     )
     convert.add_argument("--seed", type=int, default=0, help="seed of --check's random inputs")
