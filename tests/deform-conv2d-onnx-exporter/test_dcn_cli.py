@@ -197,6 +197,14 @@ def test_check_reports_absolute_and_relative_errors(tmp_path: Path) -> None:
     assert_one_line_error(strict, 1, "beyond atol 0.0001 + rtol 0", "y (abs ")
 
 
+@pytest.mark.parametrize(("option", "value"), [("--atol", "-1"), ("--rtol", "nan")])
+def test_check_refuses_a_bad_tolerance(native: Path, option: str, value: str) -> None:
+    """A NaN tolerance would pass any model (every comparison with NaN is false)."""
+    require_module("openvino")
+    done = cli("check", str(native), option, value)
+    assert_one_line_error(done, 2, "--atol and --rtol must be finite numbers >= 0")
+
+
 def test_help_version_and_python_m(tmp_path: Path) -> None:
     code = (
         "import sys\n"

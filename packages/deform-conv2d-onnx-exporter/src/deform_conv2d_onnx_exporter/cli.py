@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 import tempfile
@@ -208,8 +209,11 @@ def _check(args: argparse.Namespace) -> int:
             f"check needs {' and '.join(missing)}, which cannot be imported here "
             f"(pip install {' '.join(missing)})"
         )
-    if args.atol < 0 or args.rtol < 0:
-        raise CliError(f"--atol and --rtol must be >= 0, got {args.atol:g} and {args.rtol:g}")
+    # NaN compares false with every error, so it would pass any model: refuse it too.
+    if not all(math.isfinite(t) and t >= 0 for t in (args.atol, args.rtol)):
+        raise CliError(
+            f"--atol and --rtol must be finite numbers >= 0, got {args.atol:g} and {args.rtol:g}"
+        )
     model = _load(args.model)
     assert isinstance(model, onnx.ModelProto)
     try:
