@@ -234,6 +234,17 @@ def test_bad_option_values(capsys: pytest.CaptureFixture[str], model: Path) -> N
     assert code == 2 and "comma-separated integers" in err
 
 
+def test_cache_dir_that_is_a_file(
+    capsys: pytest.CaptureFixture[str], model: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "cache").write_text("not a folder")
+    code, _, err = cli(
+        capsys, "bench", model, "--iterations", "1", "--cache-dir", tmp_path / "cache"
+    )
+    assert code == 2, err
+    assert "as the model cache folder: it is a file" in err and len(err.splitlines()) == 1
+
+
 @pytest.mark.parametrize(
     "args", [("compare", "--atol", "-1"), ("compare", "--rtol", "nan"), ("convert", "--atol", "x")]
 )

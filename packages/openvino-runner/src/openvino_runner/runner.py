@@ -335,7 +335,14 @@ class Runner:
             model = self.model
             before: set[str] = set()
             if self.cache_dir is not None:
-                self.cache_dir.mkdir(parents=True, exist_ok=True)
+                try:
+                    self.cache_dir.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    reason = "it is a file" if self.cache_dir.is_file() else exc.strerror
+                    raise RunnerError(
+                        f"cannot use {self.cache_dir} as the model cache folder: {reason}; "
+                        "give a folder that exists or can be created, and is writable"
+                    ) from None
                 before = _blobs(self.cache_dir)
                 self.core.set_property({"CACHE_DIR": str(self.cache_dir)})
             started = time.perf_counter()
