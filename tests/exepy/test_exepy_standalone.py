@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -491,7 +492,8 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
     ("args", "message"),
     [
         (["build", "o.exe", "hello.py", "--onefile"], "add --runtime VERSION"),
-        (["build", "o.exe", "hello.py", "--runtime", "3.10"], "exepy runtime fetch 3.10"),
+        (["build", "o.exe", "hello.py", "--runtime", "3.10"], "supports CPython 3.11, 3.12"),
+        (["runtime", "fetch", "3.9"], "Python 3.9: exepy's launcher supports CPython 3.11, 3.12"),
         (["build", "o.exe", "hello.py", "--runtime", "three"], "neither a folder nor a version"),
         (["build", "o", "hello.py", "--runtime", "."], "holds no python3XY.dll"),
         (["build", "o.exe", "hello.py", "--runtime", "3.13", "--base", "x.exe"], "exclude each"),
@@ -510,6 +512,36 @@ def test_user_errors_are_one_line(
     assert err.count("\n") == 1 and err.startswith("exepy ") and ": error: " in err
     assert message in err, err
     assert sorted(project.iterdir()) == before
+
+
+def test_a_runtime_the_launcher_cannot_start_is_refused(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = _runtime("3.13")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(project / "cache"))
+    # The official 3.13 runtime with its DLL's version resource saying 3.14: the launcher
+    # only knows the PyConfig layouts of 3.11-3.13, so the exe would fail on the user's PC.
+    fake = project / "rt314"
+    shutil.copytree(found.path, fake)
+    dll = bytearray((fake / found.dll).read_bytes())
+    at = dll.find(struct.pack("<I", 0xFEEF04BD))  # VS_FIXEDFILEINFO
+    ms = struct.unpack_from("<I", dll, at + 8)[0]
+    struct.pack_into("<I", dll, at + 8, (ms & 0xFFFF0000) | 14)
+    (fake / found.dll).unlink()
+    (fake / "python314.dll").write_bytes(dll)
+    (fake / (Path(found.dll).stem + ".zip")).rename(fake / "python314.zip")
+    micro = found.version.split(".")[2]
+    message = (
+        f"python314.dll is Python 3.14.{micro}; exepy's launcher supports CPython 3.11, "
+        "3.12 and 3.13 only\n"
+    )
+    code, _, err = run_cli(["build", "o.exe", "hello.py", "--runtime", "rt314"], capsys)
+    assert (code, err) == (2, "exepy build: error: " + message)
+    code, _, err = run_cli(["runtime", "fetch", "--from", "rt314"], capsys)
+    assert (code, err) == (2, "exepy runtime: error: " + message)
+    assert not (project / "o.exe").exists()
+    cached = project / "cache" / "exepy" / "runtimes"
+    assert not cached.exists() or list(cached.iterdir()) == []
 
 
 def test_cli_builds_both_forms(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

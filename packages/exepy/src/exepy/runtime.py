@@ -87,6 +87,11 @@ def cache_root() -> Path:
     return Path(base) / "exepy" / "runtimes"
 
 
+_SUPPORTED_MINORS = (11, 12, 13)
+"""The CPython 3.x minors whose ``PyConfig`` layout the launcher knows (launcher.c)."""
+_SUPPORTED = "exepy's launcher supports CPython 3.11, 3.12 and 3.13 only"
+
+
 def _dll_version(data: bytes) -> str | None:
     """``3.13.2`` from the DLL's VS_FIXEDFILEINFO (CPython's FileVersion is 3.13.2150.x)."""
     at = data.find(struct.pack("<I", _VS_FIXEDFILEINFO_SIGNATURE))
@@ -132,8 +137,8 @@ def inspect_runtime(folder: Path) -> Runtime:
     minor = int(_DLL.match(dll).group(1))  # type: ignore[union-attr]
     if version is None or version.split(".")[:2] != ["3", str(minor)]:
         raise PythonRuntimeError(f"{folder / dll} has no CPython 3.{minor} version resource")
-    if minor < 11:
-        raise PythonRuntimeError(f"{dll} is Python {version}; exepy's launcher needs 3.11 or later")
+    if minor not in _SUPPORTED_MINORS:
+        raise PythonRuntimeError(f"{dll} is Python {version}; {_SUPPORTED}")
     return Runtime(folder, version, dll)
 
 
@@ -159,7 +164,10 @@ def _parse_version(text: str) -> tuple[int, int | None]:
             f"runtime version {text!r} is not a version such as 3.13 or 3.13.2 "
             "(or give the path of an embeddable distribution)"
         )
-    return int(match.group(1)), None if match.group(2) is None else int(match.group(2))
+    minor = int(match.group(1))
+    if minor not in _SUPPORTED_MINORS:
+        raise PythonRuntimeError(f"Python {text.strip()}: {_SUPPORTED}")
+    return minor, None if match.group(2) is None else int(match.group(2))
 
 
 def _matches(runtime: Runtime, minor: int, micro: int | None) -> bool:
