@@ -645,6 +645,43 @@ def test_unwritable_output_names_the_target(project: Path, tmp_path: Path) -> No
         subprocess.run(["umount", str(readonly)], check=False)
 
 
+@pytest.mark.skipif(NATIVE, reason="a read-only folder is made with mount -t tmpfs (Linux)")
+def test_read_only_cache_still_builds_with_compiled_embeddedimport(
+    project: Path, tmp_path: Path, runner: Runner
+) -> None:
+    found = _runtime("3.13")
+    readonly = tmp_path / "ro-cache"
+    readonly.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(readonly)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip("a read-only mount needs root (mount -t tmpfs -o ro)")
+    try:
+        # A read-only home (XDG_CACHE_HOME): the bytecode cache and Wine's prefix cannot be
+        # made there; the build compiles embeddedimport for itself instead of failing.
+        command = [sys.executable, "-m", "exepy", "build", "app.exe", "hello.py"]
+        proc = subprocess.run(
+            [*command, "--runtime", str(found.path), "--onefile"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            env={**os.environ, "XDG_CACHE_HOME": str(readonly)},
+        )
+    finally:
+        subprocess.run(["umount", str(readonly)], check=False)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+    import zipfile
+
+    with zipfile.ZipFile(project / "app.exe") as archive:
+        assert "embeddedimport/runtime.pyc" in archive.namelist()
+    ran = runner.run([str(project / "app.exe")])
+    assert (ran.returncode, ran.stdout.decode().strip()) == (0, "hello")
+
+
 def test_python_m_and_version() -> None:
     for module, name in (("exepy", "exepy"), ("embeddedimport", "embeddedimport")):
         proc = subprocess.run(

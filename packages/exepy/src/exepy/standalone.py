@@ -143,8 +143,12 @@ def _windows_path(path: Path) -> str:
     return str(path) if sys.platform == "win32" else "Z:" + str(path).replace("/", "\\")
 
 
-def _run_runtime_python(runtime: Runtime, args: list[str]) -> bool:
-    """Run the runtime's python.exe (natively on Windows, else under Wine if installed)."""
+def _run_runtime_python(runtime: Runtime, args: list[str], scratch: Path) -> bool:
+    """Run the runtime's python.exe (natively on Windows, else under Wine if installed).
+
+    Wine's prefix lives in exepy's cache; where that cannot be written (a read-only home)
+    a new one is made in *scratch*, a temporary folder of the caller.
+    """
     command = [str(runtime.path / "python.exe"), "-I", *args]
     env = dict(os.environ)
     if sys.platform != "win32":
@@ -153,7 +157,10 @@ def _run_runtime_python(runtime: Runtime, args: list[str]) -> bool:
         if wine is None:
             return False
         prefix = cache_root().parent / "wine"
-        prefix.mkdir(parents=True, exist_ok=True)
+        try:
+            prefix.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            prefix = scratch / "wine"
         env.update(WINEPREFIX=str(prefix), WINEDEBUG="-all", WINEDLLOVERRIDES="mscoree,mshtml=")
         command.insert(0, wine)
     # Pipes, not files: CPython under Wine cannot start with a regular file as stdio. Only
@@ -179,25 +186,35 @@ def embeddedimport_bytecode(runtime: Runtime) -> list[tuple[str, bytes]] | None:
     Compiling embeddedimport's sources at every start costs more than CPython's whole
     start-up (about 0.1 s under Wine), and only the runtime's own compiler writes bytecode
     it accepts: python.exe runs natively on Windows and under Wine elsewhere. The result
-    is cached per runtime version and source hash in ``~/.cache/exepy/bytecode``.
+    is cached per runtime version and source hash in ``~/.cache/exepy/bytecode``; where
+    that cannot be written (a read-only home), it is compiled for this build only.
     """
     sources = _embeddedimport_sources()
     digest = hashlib.sha256(_compile_script().encode())
     for name, source in sources:
         digest.update(name.encode() + b"\0" + source + b"\0")
     cached = cache_root().parent / "bytecode" / f"{runtime.version}-{digest.hexdigest()[:16]}.zip"
-    if not cached.is_file():
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="exepy-compile-") as folder:
-            (Path(folder) / "src").mkdir()
-            for name, source in sources:
-                (Path(folder) / "src" / Path(name).name).write_bytes(source)
-            script = Path(folder) / "compile.py"
-            script.write_text(_compile_script())
-            paths = [_windows_path(p) for p in (script, Path(folder) / "src", cached)]
-            if not _run_runtime_python(runtime, paths) or not cached.is_file():
-                return None
-    with zipfile.ZipFile(cached) as archive:
+    if cached.is_file():
+        return _read_zip(cached)
+    with tempfile.TemporaryDirectory(prefix="exepy-compile-") as folder:
+        target = cached
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            target = Path(folder) / "bytecode.zip"
+        (Path(folder) / "src").mkdir()
+        for name, source in sources:
+            (Path(folder) / "src" / Path(name).name).write_bytes(source)
+        script = Path(folder) / "compile.py"
+        script.write_text(_compile_script())
+        paths = [_windows_path(p) for p in (script, Path(folder) / "src", target)]
+        if not _run_runtime_python(runtime, paths, Path(folder)) or not target.is_file():
+            return None
+        return _read_zip(target)
+
+
+def _read_zip(path: Path) -> list[tuple[str, bytes]]:
+    with zipfile.ZipFile(path) as archive:
         return [(info.filename, archive.read(info)) for info in archive.infolist()]
 
 
