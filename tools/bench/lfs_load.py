@@ -415,11 +415,19 @@ def start_server(
             preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
         )
     try:
-        wait_http(f"http://127.0.0.1:{port}/healthz", proc, 60, log)
-    except RuntimeError as exc:
+        wait_http(f"http://127.0.0.1:{port}/healthz", proc, 60, lambda: log_tail(log))
+    except AssertionError as exc:
         proc.kill()
         raise SystemExit(f"lfs_load: lfs-server did not start: {exc}") from None
     return proc
+
+
+def log_tail(path: Path) -> str:
+    """The end of a server's log, for a message saying why it did not start."""
+    try:
+        return path.read_text(errors="replace")[-2000:]
+    except OSError:
+        return ""
 
 
 def final_check(ctx: Context) -> tuple[int, int, int]:

@@ -119,7 +119,7 @@ http {{
             [nginx, "-p", f"{d}/", "-c", f"{d}/nginx.conf", "-e", f"{d}/error.log",
              "-g", f"daemon off; pid {d}/nginx.pid;"],
         )  # fmt: skip
-        wait_http(self.url + "/healthz", self.proc, 90, d / "error.log")
+        wait_http(self.url + "/healthz", self.proc, 90, lambda: lfs_load.log_tail(d / "error.log"))
 
     def stop(self) -> None:
         self.proc.terminate()

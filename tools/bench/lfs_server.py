@@ -141,7 +141,7 @@ def run(
         subprocess.Popen([SCRIPT, "serve"], env=env, stdout=lfs_log, stderr=subprocess.STDOUT)
     )
     lfs = f"http://127.0.0.1:{lfs_port}"
-    wait_http(lfs + "/healthz", procs[-1], 60, work / "serve.log")
+    wait_http(lfs + "/healthz", procs[-1], 60, lambda: (work / "serve.log").read_text()[-2000:])
 
     for sub in ("static", "dav", "dav-tmp", "nginx-tmp"):
         (work / sub).mkdir()
@@ -165,7 +165,7 @@ def run(
         )
     )
     plain = f"http://127.0.0.1:{plain_port}"
-    wait_http(plain + "/static/ready", procs[-1], 60, work / "plain-error.log")
+    wait_http(plain + "/static/ready", procs[-1], 60)
 
     payload = work / "payload.bin"
     print(f"writing a {size // MIB} MiB random object ...", flush=True)
