@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lfs_testlib import cli
+from lfs_testlib import cli, free_port
 from support import interrupt, read_only_mount
 
 SCRIPT = str(Path(sys.executable).parent / "lfs-server")
@@ -149,3 +149,81 @@ def test_readme_links_work_on_pypi() -> None:
     assert links, "expected links to SECURITY.md and the repository"
     relative = [link for link in links if not link.startswith(("https://", "http://", "#"))]
     assert not relative, relative
+
+
+@pytest.mark.parametrize("extra", [(), ("--no-nginx",)])
+def test_serve_on_a_port_in_use_is_one_line_before_serving(
+    tmp_path: Path, extra: tuple[str, ...]
+) -> None:
+    """A port another program listens on is refused before "serving" is printed and before
+    nginx or gunicorn start (they used to retry for seconds, log a dozen lines, exit 1)."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        listen = f"127.0.0.1:{taken.getsockname()[1]}"
+        r = cli("serve", "--listen", listen, *extra, data=tmp_path / "data")
+    one_error_line(r, f"{listen} is already in use")
+    assert "serving" not in r.stdout, r.stdout
+    assert not (tmp_path / "data").exists(), list((tmp_path / "data").rglob("*"))
+
+
+def _cli_without(module: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run the CLI in a Python where *module* cannot be imported (as if not installed)."""
+    code = (
+        f"import sys; sys.modules[{module!r}] = None; "
+        "from lfs_server.cli import main; raise SystemExit(main())"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("module", "env", "fragment"),
+    [
+        ("boto3", {"LFS_STORAGE": "s3", "LFS_S3_BUCKET": "lfs"}, "needs boto3"),
+        ("psycopg", {"LFS_DATABASE_URL": "postgresql://lfs@127.0.0.1:1/lfs"}, "needs psycopg"),
+    ],
+)
+@pytest.mark.parametrize("command", [("serve",), ("serve", "--no-nginx"), ("fsck",)])
+def test_missing_optional_component_is_one_line(
+    tmp_path: Path,
+    module: str,
+    env: dict[str, str],
+    fragment: str,
+    command: tuple[str, ...],
+) -> None:
+    """`serve` checks boto3 / psycopg up front as `fsck` does, instead of starting workers
+    that die with tracebacks."""
+    if command == ("fsck",) and module == "psycopg":
+        command = ("user", "list")
+    r = _cli_without(
+        module,
+        *command,
+        "--data",
+        str(tmp_path / "data"),
+        env={**env, "LFS_LISTEN": f"127.0.0.1:{free_port()}"},
+    )
+    one_error_line(r, fragment)
+    assert "serving" not in r.stdout, r.stdout
+    assert not (tmp_path / "data").exists(), list((tmp_path / "data").rglob("*"))
+
+
+def test_fsck_of_a_repository_that_does_not_exist_is_an_error(tmp_path: Path) -> None:
+    """`fsck --repo` with a mistyped name said "checked 0 objects, 0 bad" and exit 0."""
+    r = cli("repo", "create", "team/game.git", data=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = cli("fsck", "--repo", "nope/x", data=tmp_path)
+    one_error_line(r, "no repository nope/x in")
+    assert "team/game" in r.stderr and "checked" not in r.stdout, (r.stdout, r.stderr)
+    assert cli("fsck", "--repo", "team/game.git", data=tmp_path).returncode == 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    one_error_line(cli("fsck", "--repo", "nope/x", data=empty), "holds no repositories yet")

@@ -9,9 +9,13 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lfs_server import __version__
 from lfs_server.config import ENV_VARS, Config, ConfigError
+
+if TYPE_CHECKING:
+    from lfs_server.storage import ObjectStore
 
 
 def _add_data(parser: argparse.ArgumentParser) -> None:
@@ -327,6 +331,8 @@ def _fsck(args: argparse.Namespace) -> int:
 
     config = _config(args, must_exist=True)
     store = open_store(config)
+    if args.repo is not None:
+        _check_repo_exists(store, args.repo, config)
     aborted = store.cleanup()
     if aborted:
         print(f"aborted {aborted} unfinished upload(s) left by stopped nodes")
@@ -341,6 +347,29 @@ def _fsck(args: argparse.Namespace) -> int:
             print(f"BAD {obj.repo} {obj.oid}: bytes hash to {problem.actual}{where}")
     print(f"checked {checked} objects, {bad} bad")
     return 1 if bad else 0
+
+
+def _check_repo_exists(store: ObjectStore, repo: str, config: Config) -> None:
+    """Raise CliError unless *repo* was created in *store* or holds objects there.
+
+    Locally a repository is its folder. On S3 it is the marker key written when it was
+    created (by an upload, `repo create` or `migrate`); a prefix with objects but no marker
+    (copied into the bucket by hand) still counts. An S3 repository with neither is
+    indistinguishable from one that never existed, and is reported as not existing.
+    """
+    from lfs_server.validation import normalize_repo
+
+    name = normalize_repo(repo)
+    if store.repo_exists(name) or next(iter(store.iter_objects(name)), None) is not None:
+        return
+    where = f"bucket {config.s3_bucket}" if config.storage == "s3" else str(config.repos_dir)
+    known = store.list_repos()
+    shown = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
+    raise CliError(
+        f"no repository {name} in {where}; "
+        + (f"--repo takes one of: {shown}" if known else "it holds no repositories yet")
+        + " (see `lfs-server repo list`)"
+    )
 
 
 def _migrate(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ and the other is stopped: the unit never keeps running half-broken.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import signal
@@ -23,6 +24,7 @@ from typing import TextIO
 from lfs_server.authcache import KEY_ENV as AUTH_CACHE_KEY_ENV
 from lfs_server.config import Config, parse_listen
 from lfs_server.nginx import find_nginx, render_nginx_config, socket_path
+from lfs_server.storage import StoreUnavailable, open_store
 from lfs_server.tokens import load_or_create_key, proxy_secret
 
 
@@ -53,6 +55,74 @@ def remove_stale_uploads(config: Config) -> list[Path]:
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
+
+
+def abort_stale_multipart_uploads(config: Config) -> str | None:
+    """On S3, abort the multipart uploads that nodes killed mid-upload left in the bucket
+    (invisible, but billed), as `fsck` does; return a line to print, or None.
+
+    Only uploads older than an hour are touched: a younger one may belong to another node
+    that is uploading right now. A store that cannot be asked does not stop serving.
+    """
+    if config.storage != "s3":
+        return None
+    try:
+        aborted = open_store(config).cleanup()
+    except StoreUnavailable as exc:
+        return f"lfs-server: could not look for unfinished uploads in the store ({exc})"
+    if not aborted:
+        return None
+    return f"lfs-server: aborted {aborted} unfinished upload(s) left in the store by stopped nodes"
+
+
+def check_components(config: Config) -> None:
+    """Raise StoreUnavailable or DatabaseUnavailable, as `fsck` and `user` do, when the
+    configuration needs an optional component that is not installed (boto3 for
+    LFS_STORAGE=s3, psycopg for LFS_DATABASE_URL).
+
+    Only the imports are checked: a bucket or database that does not answer yet does not
+    stop serving (the app answers 503 until it does).
+    """
+    if config.storage == "s3":
+        open_store(config)  # imports boto3 and builds a client; sends no request
+    if config.database_url:
+        from lfs_server.pgdb import _psycopg
+
+        _psycopg()
+
+
+def check_listen_free(listen: str) -> None:
+    """Raise ServeError if nothing could listen on *listen* (HOST:PORT): taken, or not ours.
+
+    Bound with SO_REUSEADDR as nginx and gunicorn bind, so a port held only by connections
+    in TIME_WAIT counts as free, but one another program listens on does not. The socket is
+    closed at once: a program taking the port in between still fails the start cleanly.
+    """
+    host, port = parse_listen(listen)
+    try:
+        infos = socket.getaddrinfo(
+            host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        raise ServeError(
+            f"cannot resolve the host of --listen {listen} ({exc.strerror});"
+            " give an address of this machine, e.g. 127.0.0.1:8080"
+        ) from None
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                why = "is already in use by another program; choose another --listen HOST:PORT"
+            elif exc.errno == errno.EADDRNOTAVAIL:
+                why = "is not an address of this machine; choose another --listen HOST:PORT"
+            elif exc.errno == errno.EACCES:
+                why = "needs privileges to listen on (ports below 1024); choose a port above 1023"
+            else:
+                why = f"cannot be listened on ({exc.strerror}); choose another --listen HOST:PORT"
+            raise ServeError(f"{listen} {why}") from None
 
 
 def check_worker_access(config: Config) -> None:
@@ -141,6 +211,10 @@ class Supervisor:
     def start(self) -> None:
         """Start gunicorn (and nginx) and wait until they accept connections."""
         config = self.config
+        # Checked before anything is made or started, so a mistake is one line, not
+        # the children's logs and tracebacks after "serving".
+        check_components(config)
+        check_listen_free(config.listen)
         key = prepare(config)
         stale = remove_stale_uploads(config)
         if stale:
@@ -149,6 +223,9 @@ class Supervisor:
                 file=self.out,
                 flush=True,
             )
+        multipart = abort_stale_multipart_uploads(config)
+        if multipart:
+            print(multipart, file=self.out, flush=True)
         host, port = parse_listen(config.listen)
         env = {**os.environ, **config.to_env()}
         # The workers' shared password-check cache is keyed by a secret that lives only in
