@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lfs_testlib import cli, free_port
+from lfs_engines import Ceph
+from lfs_testlib import cli, free_port, oid_of
 from support import interrupt, read_only_mount
 
 SCRIPT = str(Path(sys.executable).parent / "lfs-server")
@@ -227,3 +228,22 @@ def test_fsck_of_a_repository_that_does_not_exist_is_an_error(tmp_path: Path) ->
     empty = tmp_path / "empty"
     empty.mkdir()
     one_error_line(cli("fsck", "--repo", "nope/x", data=empty), "holds no repositories yet")
+
+
+def test_fsck_of_a_repository_that_does_not_exist_on_s3(ceph: Ceph, tmp_path: Path) -> None:
+    """On S3 a repository is its marker key or objects under its prefix: a mistyped name
+    (neither) is exit 2; objects copied in by hand without a marker are still checked."""
+    bucket = ceph.create_bucket(f"lfs-fsck-repo-{os.getpid()}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LFS_")}
+    env.update(ceph.s3_env(bucket))
+    assert cli("repo", "create", "team/game", data=tmp_path, env=env).returncode == 0
+    r = cli("fsck", "--repo", "nope/x", data=tmp_path, env=env)
+    one_error_line(r, f"no repository nope/x in bucket {bucket}")
+    assert "team/game" in r.stderr, r.stderr
+    assert cli("fsck", "--repo", "team/game", data=tmp_path, env=env).returncode == 0
+    blob = os.urandom(1000)
+    oid = oid_of(blob)
+    key = f"hand/copied.git/objects/{oid[:2]}/{oid[2:4]}/{oid}"
+    ceph.client().put_object(Bucket=bucket, Key=key, Body=blob)  # type: ignore[attr-defined]
+    r = cli("fsck", "--repo", "hand/copied", data=tmp_path, env=env)
+    assert r.returncode == 0 and "checked 1 objects, 0 bad" in r.stdout, (r.stdout, r.stderr)
