@@ -448,6 +448,34 @@ def test_windowed(built: Built, runner: Runner, tmp_path: Path) -> None:
     assert ResourceEditor.open(built.onefile).subsystem == image.IMAGE_SUBSYSTEM_WINDOWS_CUI
 
 
+def test_without_a_stored_command_line_bad_invocations_are_one_line(
+    app_source: Path, runner: Runner, tmp_path: Path
+) -> None:
+    # Built with -n: the arguments are the command line. None, or a bad option, is the
+    # user's mistake: one line naming the exe, status 2 (as CPython answers a bad option).
+    found = _runtime("3.13")
+    exe = standalone.build_standalone(
+        tmp_path / "dist",
+        Path("app.py"),
+        [Path("mypkg")],
+        runtime=found,
+        command=False,
+        name="plain",
+        cwd=app_source,
+    ).exe
+    for args, message in (
+        ([], "no stored command line (resource 201); give one after the executable"),
+        (["-W"], "option -W needs an argument"),
+    ):
+        proc = runner.run([str(exe), *args])
+        err = proc.stderr.decode("utf-8", "replace")
+        assert proc.returncode == 2, err
+        lines = err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"plain.exe: error: {message}"), err
+    proc = runner.run([str(exe), "-m", "mypkg.helpers"])
+    assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
+
+
 # --- building: the launcher, the CLI, errors --------------------------------------------------
 
 
@@ -583,6 +611,12 @@ def test_runtime_fetch_from_a_folder_and_list(
     assert out.split() == [found.version, str(cached)]
     code, _, err = run_cli(["runtime", "fetch", "3.11", "--from", str(found.path)], capsys)
     assert code == 2 and f"holds CPython {found.version}, not 3.11" in err
+    # a refused distribution is not cached (nor is anything left behind)
+    shutil.rmtree(cached)
+    code, _, err = run_cli(["runtime", "fetch", "3.11", "--from", str(found.path)], capsys)
+    assert code == 2 and f"holds CPython {found.version}, not 3.11" in err
+    assert list((tmp_path / "cache" / "exepy" / "runtimes").iterdir()) == []
+    assert run_cli(["runtime", "fetch", "--from", str(found.path)], capsys)[0] == 0
     # python.org's embeddable zip: the files at the top of the archive
     import zipfile
 

@@ -48,11 +48,13 @@ def start(executable: str, data: bytes, argv: "Sequence[str] | None") -> None:
     user_args = list(argv)
 
     def run_application() -> None:
-        from .runtime import exit_status, finish, launch, report
+        from .runtime import CommandLineError, exit_status, finish, launch, report
 
         error: BaseException | None = None
         try:
             launch(bundle.executable, user_args, bundle=bundle)
+        except CommandLineError as exc:
+            _bad_command_line(bundle.executable, exc)
         except BaseException as exc:  # everything, as CPython's main loop does
             error = exc
         finish(exit_status(error, report))
@@ -84,7 +86,7 @@ def standalone(
         sys.meta_path.insert(0, _BootTable(table, sys.path[0]))
     from .bundle import BundleError, unpack_command
     from .importer import Bundle, BundleNotFoundError
-    from .runtime import exit_status, launch, report
+    from .runtime import CommandLineError, exit_status, launch, report
 
     try:
         if data is None:
@@ -99,6 +101,9 @@ def standalone(
     error: BaseException | None = None
     try:
         launch(bundle.executable, sys.argv[1:], bundle=bundle)
+    except CommandLineError as exc:
+        _bad_command_line(bundle.executable, exc)
+        return
     except BaseException as exc:  # everything, as CPython's main loop does
         error = exc
     raise SystemExit(exit_status(error, report))
@@ -161,7 +166,13 @@ def _after_site(action: "Callable[[], None]") -> None:
     site.execsitecustomize = customize_then_run  # type: ignore[attr-defined]
 
 
-def _fatal(message: str) -> None:
+def _bad_command_line(executable: str, error: Exception) -> None:
+    """End on a command line the exe cannot run (found before the application starts):
+    one line naming the exe, and status 2, as CPython answers a bad option."""
+    _fatal(f"{os.path.basename(executable)}: error: {error}", status=2)  # noqa: PTH119 - no pathlib at start-up
+
+
+def _fatal(message: str, status: int = 1) -> None:
     if sys.stderr is not None:
         print(message, file=sys.stderr)  # noqa: T201 - no logging at start-up
         sys.stderr.flush()
@@ -169,4 +180,4 @@ def _fatal(message: str) -> None:
         from .runtime import message_box
 
         message_box(message)
-    os._exit(1)
+    os._exit(status)

@@ -171,7 +171,7 @@ def launch(
         # Like the original exe without resource 201: the arguments are the command line.
         if not user_args:
             raise CommandLineError(
-                f"{bundle.executable!r} has no stored command line (resource 201); give one "
+                "no stored command line (resource 201); give one "
                 "after the executable, for example: -m main"
             )
         stored = []
