@@ -143,9 +143,34 @@ def test_export_refuses_to_write_another_opset_than_asked() -> None:
     auto = torch.export.Dim.AUTO
     shapes = tuple({0: auto, 2: auto, 3: auto} for _ in CASE.input_names())
     with pytest.raises(
-        ValueError, match=r"wrote opset 18, not the requested opset 13.*dynamo=False"
+        ValueError,
+        match=r"wrote opset 18, not the requested opset 14.*dynamo=False.*opset_version >= 15;",
     ):
-        export(CASE.torch_module(), CASE.example_args(), opset_version=13, dynamic_shapes=shapes)
+        export(CASE.torch_module(), CASE.example_args(), opset_version=14, dynamic_shapes=shapes)
+
+
+def test_export_advice_opset_15_is_the_lowest_that_works_with_dynamic_shapes() -> None:
+    """The advice above is true: opset 15 (one below it fails) exports with dynamic shapes."""
+    import numpy as np
+    import torch
+    from dcn_support import ATOL, run_model
+    from deform_conv2d_onnx_exporter.dynamo import CONVERTER_MIN_OPSET
+
+    assert CONVERTER_MIN_OPSET == 15
+    auto = torch.export.Dim.AUTO
+    shapes = tuple({0: auto, 2: auto, 3: auto} for _ in CASE.input_names())
+    buffer = io.BytesIO()
+    export(
+        CASE.torch_module(), CASE.example_args(), buffer, opset_version=15, dynamic_shapes=shapes
+    )
+    model = onnx.load_from_string(buffer.getvalue())
+    assert model.opset_import[0].version == 15
+    onnx.checker.check_model(model, full_check=True)
+    assert "DeformConv" not in {n.op_type for n in model.graph.node}
+    feeds = CASE.inputs()
+    np.testing.assert_allclose(
+        run_model("onnxruntime", model, feeds), CASE.reference(feeds), atol=ATOL
+    )
 
 
 def test_lower_repairs_deform_conv_below_opset_19() -> None:
@@ -196,3 +221,31 @@ def test_lower_rewrites_deform_conv_inside_subgraphs() -> None:
     got_else = run_model("onnxruntime", lowered, {**feeds, "cond": np.array(False)})
     assert float(np.abs(got_then - want).max()) <= ATOL
     assert float(np.abs(got_else - np.maximum(-want, 0)).max()) <= ATOL
+
+
+def test_torch_entry_points_name_the_extra_when_torch_is_missing() -> None:
+    """Installed without ``[torch]``: an ImportError naming the extra, not a bare one."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "sys.modules['torch'] = None  # as if torch were not installed\n"
+        "import deform_conv2d_onnx_exporter as d\n"
+        "for call in (d.register_deform_conv2d_onnx_op, d.make_deform_conv2d_translation):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except ImportError as exc:\n"
+        "        print(type(exc).__name__, exc)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2, result.stdout
+    for line, name in zip(
+        lines, ("register_deform_conv2d_onnx_op", "make_deform_conv2d_translation"), strict=True
+    ):
+        assert line.startswith(f"ImportError {name}() needs torch"), line
+        assert "pip install 'deform-conv2d-onnx-exporter[torch]'" in line

@@ -41,6 +41,19 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+def _require_torch(entry_point: str) -> None:
+    """Raise ImportError naming the `[torch]` extra unless torch, torchvision, onnxscript import."""
+    for module in ("torch", "torchvision", "onnxscript"):
+        try:
+            __import__(module)
+        except ImportError as exc:
+            raise ImportError(
+                f"{entry_point}() needs {module}, which cannot be imported ({exc}): "
+                "install the torch extra, pip install 'deform-conv2d-onnx-exporter[torch]' "
+                "(lowering ONNX models needs no torch)"
+            ) from None
+
+
 def register_deform_conv2d_onnx_op(
     use_gathernd: bool = True,
     enable_openvino_patch: bool = False,
@@ -64,7 +77,11 @@ def register_deform_conv2d_onnx_op(
         columns: how the columns meet the weight, for both exporters (see
             :func:`~deform_conv2d_onnx_exporter.torchscript.register_symbolic`).
         variant: the sampling variant, for both exporters (likewise).
+
+    Raises:
+        ImportError: torch, torchvision or onnxscript is missing (the ``[torch]`` extra).
     """
+    _require_torch("register_deform_conv2d_onnx_op")
     from deform_conv2d_onnx_exporter import dropin
     from deform_conv2d_onnx_exporter.torchscript import register_symbolic
 
@@ -75,6 +92,7 @@ def register_deform_conv2d_onnx_op(
 
 def unregister_deform_conv2d_onnx_op() -> None:
     """Undo :func:`register_deform_conv2d_onnx_op` (both exporters)."""
+    _require_torch("unregister_deform_conv2d_onnx_op")
     from deform_conv2d_onnx_exporter import dropin
     from deform_conv2d_onnx_exporter.torchscript import unregister_symbolic
 
@@ -87,6 +105,7 @@ def export(model: Any, args: tuple[Any, ...], f: Any = None, **kwargs: Any) -> A
 
     See :func:`deform_conv2d_onnx_exporter.dynamo.export` for the keyword arguments.
     """
+    _require_torch("export")
     from deform_conv2d_onnx_exporter.dynamo import export as dynamo_export
 
     return dynamo_export(model, args, f, **kwargs)
@@ -99,6 +118,7 @@ def make_deform_conv2d_translation(
 
     See :func:`deform_conv2d_onnx_exporter.dynamo.make_deform_conv2d_translation`.
     """
+    _require_torch("make_deform_conv2d_translation")
     from deform_conv2d_onnx_exporter.dynamo import make_deform_conv2d_translation as make
 
     return make(opset, columns, variant)
