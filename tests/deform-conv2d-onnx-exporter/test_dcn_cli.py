@@ -222,3 +222,30 @@ def test_help_version_and_python_m(tmp_path: Path) -> None:
     assert version.returncode == 0 and version.stdout.startswith(f"{PROG} ")
     usage = cli()
     assert usage.returncode == 2 and "lower" in usage.stderr
+
+
+def test_check_native_deform_conv_says_what_openvino_accepts(native: Path) -> None:
+    """Not OpenVINO's 'Exception from src/inference/src/cpp/core.cpp:...' but the way out."""
+    require_module("onnxruntime")
+    require_module("openvino")
+    done = cli("check", str(native))
+    assert_one_line_error(
+        done,
+        2,
+        "cannot read the model's ONNX DeformConv",
+        "deform-conv2d-onnx lower",
+        "openvino-runner",
+    )
+    assert "Exception from" not in done.stderr and ".cpp" not in done.stderr
+
+
+@pytest.mark.parametrize("opset", ["99", "11"])
+def test_lower_checks_the_opset_range_first(opset: str, native: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.onnx"
+    done = cli("lower", str(native), "-o", str(out), "--opset", opset)
+    highest = str(onnx.defs.onnx_opset_version())
+    assert_one_line_error(done, 2, f"--opset {opset}", f"expected 12 to {highest}")
+    assert "Assertion" not in done.stderr and not out.exists()
+    # Checked before the model is read: a missing input is not what it reports.
+    missing = cli("lower", str(tmp_path / "missing.onnx"), "-o", str(out), "--opset", opset)
+    assert_one_line_error(missing, 2, f"expected 12 to {highest}")

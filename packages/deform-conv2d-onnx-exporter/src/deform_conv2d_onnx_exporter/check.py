@@ -99,6 +99,17 @@ def missing_runtimes() -> list[str]:
     return [m for m in ("onnxruntime", "openvino") if not _importable(m)]
 
 
+def _openvino_reason(exc: BaseException) -> str:
+    """The informative part of an OpenVINO exception (not its C++ source locations)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    kept = [
+        line
+        for line in lines
+        if not line.startswith(("Exception from src/", "Check '")) and line != "Summary:"
+    ]
+    return " ".join(kept or lines) or type(exc).__name__
+
+
 def compare_runtimes(
     model: onnx.ModelProto | str, shapes: Mapping[str, Sequence[int]] | None = None, seed: int = 0
 ) -> CheckReport:
@@ -140,10 +151,16 @@ def compare_runtimes(
         precision = effective.to_string() if hasattr(effective, "to_string") else str(effective)
         results = compiled(feeds)
     except Exception as exc:
-        hint = ""
-        if any(n.op_type == "DeformConv" for n in proto.graph.node):
-            hint = " (it cannot read DeformConv: run `deform-conv2d-onnx lower` first)"
-        raise CheckError(f"OpenVINO could not run the model{hint}: {exc}") from exc
+        from deform_conv2d_onnx_exporter.lower import count_deform_conv
+
+        if count_deform_conv(proto):
+            raise CheckError(
+                "OpenVINO cannot read the model's ONNX DeformConv node(s) (it has no conversion "
+                "rule for DeformConv); run `deform-conv2d-onnx lower IN -o OUT` first and check "
+                "the lowered model, or run this one with openvino-runner, whose DeformConv "
+                "extension reads it"
+            ) from exc
+        raise CheckError(f"OpenVINO could not run the model: {_openvino_reason(exc)}") from exc
     report.openvino_version = ov.get_version()
     report.openvino_precision = precision
     for index, name in enumerate(names):

@@ -82,7 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--opset",
         type=int,
         default=None,
-        help="default-domain opset of the result (>= 12; default: keep the model's)",
+        help=(
+            "default-domain opset of the result (12 to the installed onnx's highest; "
+            "default: keep the model's)"
+        ),
     )
     lower.add_argument(
         "--columns",
@@ -174,8 +177,17 @@ def _load(path: str) -> object:
 def _lower(args: argparse.Namespace) -> int:
     import onnx
 
-    from deform_conv2d_onnx_exporter.lower import count_deform_conv, lower_deform_conv
+    from deform_conv2d_onnx_exporter.lower import (
+        check_target_opset,
+        count_deform_conv,
+        lower_deform_conv,
+    )
 
+    if args.opset is not None:  # before reading the model, and without onnx's C++ assertion
+        try:
+            check_target_opset(args.opset)
+        except ValueError as exc:
+            raise CliError(f"--opset {args.opset}: {exc}") from None
     model = _load(args.input)
     assert isinstance(model, onnx.ModelProto)
     try:

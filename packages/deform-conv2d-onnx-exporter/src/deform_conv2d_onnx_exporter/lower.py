@@ -10,9 +10,9 @@ import onnx
 from onnx import helper, numpy_helper
 
 from deform_conv2d_onnx_exporter.graph import (
+    MIN_OPSET,
     DeformConvSpec,
     build_deform_conv,
-    check_opset,
     columns_for_output_size,
 )
 
@@ -56,6 +56,21 @@ class NodeListEmitter:
         tensor = numpy_helper.from_array(np.asarray(value), name=output)
         self.nodes.append(helper.make_node("Constant", [], [output], name=output, value=tensor))
         return output
+
+
+def check_target_opset(opset: int) -> None:
+    """Raise ValueError, naming the accepted range, unless *opset* can be lowered to.
+
+    The decomposition needs opset 12 or later; the installed onnx's version converter (which
+    brings the model's other operators along) knows opsets up to ``onnx_opset_version()``.
+    """
+    highest = onnx.defs.onnx_opset_version()
+    if not isinstance(opset, int) or not MIN_OPSET <= opset <= highest:
+        raise ValueError(
+            f"opset {opset!r} is not supported: expected {MIN_OPSET} to {highest} (the "
+            f"decomposition needs opset >= {MIN_OPSET}; onnx {onnx.__version__} knows opsets "
+            f"up to {highest})"
+        )
 
 
 def _default_opset(model: onnx.ModelProto) -> int:
@@ -206,13 +221,14 @@ def lower_deform_conv(
 
     Raises:
         LoweringError: a node cannot be rewritten (unknown kernel shape, 3-D, ...).
-        ValueError: *opset* is below 12, or the other operators cannot be converted to it.
+        ValueError: *opset* is below 12 or above the installed onnx's highest opset, or the
+            other operators cannot be converted to it.
     """
     result = onnx.ModelProto()
     result.CopyFrom(model)
     current = _default_opset(result)
     target = current if opset is None else opset
-    check_opset(target)
+    check_target_opset(target)
     if target != current:
         result = _convert_rest(result, target)
 
