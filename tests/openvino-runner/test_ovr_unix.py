@@ -128,6 +128,15 @@ def test_not_protobuf_onnx(tmp_path: Path) -> None:
     assert_one_line_error(ovr("info", text), "not an ONNX model")
 
 
+def test_short_text_file_is_not_called_truncated(tmp_path: Path) -> None:
+    """b"junk\n" parses as field 13 with a 117-byte length: not ONNX, not a cut-off download."""
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"junk\n")
+    result = ovr("info", junk)
+    assert_one_line_error(result, "not an ONNX model", "field 13", "text file")
+    assert "truncated" not in result.stderr
+
+
 def test_json_dash_writes_json_to_stdout(model: Path, tmp_path: Path) -> None:
     result = ovr("info", model, "--json", "-")
     assert result.returncode == 0, result.stderr

@@ -130,6 +130,10 @@ def source_op_counts(path: Path) -> dict[str, int] | None:
 
 # ONNX files are one protobuf ModelProto; its field 7 is the graph.
 _ONNX_GRAPH_FIELD = 7
+#: ModelProto's field numbers and their protobuf wire types (0 varint, 2 length-delimited),
+#: from onnx.proto. A field that overruns the file is "truncated" only when it is one of
+#: these; any other number there means the bytes were never an ONNX model.
+_ONNX_MODEL_FIELDS = {1: 0, 2: 2, 3: 2, 4: 2, 5: 0, 6: 2, 7: 2, 8: 2, 14: 2, 20: 2, 25: 2, 26: 2}
 
 
 def _varint(data: bytes | mmap.mmap, pos: int) -> tuple[int, int]:
@@ -188,6 +192,14 @@ def onnx_bytes_problem(data: bytes | mmap.mmap) -> str | None:
                 return f"it is not an ONNX model (not protobuf: wire type {wire})"
             fields.add(number)
             if pos > size:
+                if _ONNX_MODEL_FIELDS.get(number) != wire:
+                    head = bytes(data[:512])
+                    text = all(32 <= b < 127 or b in b"\t\n\r" for b in head)
+                    kind = "it looks like a text file" if text else "not protobuf-encoded ONNX"
+                    return (
+                        f"it is not an ONNX model (field {number}, wire type {wire}, is no "
+                        f"ONNX model field; {kind})"
+                    )
                 return (
                     f"the file is truncated: a field needs {pos - size} more bytes than the "
                     f"{size} there are (an interrupted download or copy?)"
