@@ -87,6 +87,31 @@ def test_output_on_a_read_only_filesystem(model: Path, tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "ro").iterdir()) == []
 
 
+def test_read_only_cache_dir_is_an_error_not_a_silent_miss(model: Path, tmp_path: Path) -> None:
+    """An existing read-only --cache-dir can never store a compiled model: exit 2, one line."""
+    with read_only_folder(tmp_path) as prefix:
+        cache = tmp_path / "ro"
+        result = subprocess.run(
+            [
+                *prefix,
+                script(),
+                "bench",
+                str(model),
+                "--iterations",
+                "1",
+                "--cache-dir",
+                str(cache),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert_one_line_error(
+        result, f"cannot use {cache} as the model cache folder", "Read-only file system", "writable"
+    )
+    assert "cache miss" not in result.stdout + result.stderr
+
+
 def test_failed_write_names_the_target_and_leaves_nothing(tmp_path: Path) -> None:
     from openvino_runner.cli import _write_atomically
     from openvino_runner.errors import RunnerError

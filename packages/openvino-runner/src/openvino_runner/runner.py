@@ -11,6 +11,7 @@ so importing this module, and answering ``openvino-runner --help``, stays instan
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -337,6 +338,10 @@ class Runner:
             if self.cache_dir is not None:
                 try:
                     self.cache_dir.mkdir(parents=True, exist_ok=True)
+                    # A folder OpenVINO cannot write to would make every run a silent cache
+                    # miss: --cache-dir asks for caching, so refuse it like an uncreatable one.
+                    with tempfile.TemporaryFile(dir=self.cache_dir):
+                        pass
                 except OSError as exc:
                     reason = "it is a file" if self.cache_dir.is_file() else exc.strerror
                     raise RunnerError(
