@@ -153,6 +153,39 @@ def test_not_protobuf_onnx(tmp_path: Path) -> None:
     assert_one_line_error(ovr("info", text), "not an ONNX model")
 
 
+@pytest.mark.parametrize(
+    ("name", "data", "words"),
+    [
+        (
+            "bad.xml",
+            b"<net><layers>",
+            ["not a valid OpenVINO IR file", "XML is malformed", "<net>"],
+        ),
+        ("other.xml", b"<svg/>", ["not an OpenVINO IR file", "root element is <svg>"]),
+        ("cat.jpg", b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(64), ["a JPEG image", ".onnx"]),
+    ],
+)
+def test_non_model_files_get_one_line_without_openvino_logging(
+    tmp_path: Path, name: str, data: bytes, words: list[str]
+) -> None:
+    """Detected before OpenVINO offers the file to every frontend (TensorFlow's logs absl lines)."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    result = ovr("info", path)
+    assert_one_line_error(result, str(path), *words)
+    assert "absl" not in result.stderr and "text_format" not in result.stderr
+
+
+def test_ir_xml_is_still_read(model: Path, tmp_path: Path) -> None:
+    import openvino as ov
+
+    xml = tmp_path / "m.xml"
+    ov.save_model(ov.Core().read_model(str(model)), str(xml))
+    result = ovr("info", xml)
+    assert result.returncode == 0, result.stderr
+    assert "OpenVINO IR" in result.stdout
+
+
 def test_short_text_file_is_not_called_truncated(tmp_path: Path) -> None:
     """b"junk\n" parses as field 13 with a 117-byte length: not ONNX, not a cut-off download."""
     junk = tmp_path / "junk.onnx"

@@ -106,10 +106,8 @@ def conversion_error(path: Path, exc: Exception) -> RunnerError:
         lines += [f"  op {op} at node {node!r}: {reason}" for op, node, reason in failures]
         return ConversionError("\n".join(lines), failures)
     if "format" in text.lower() and "supported" in text.lower():
-        known = ", ".join(f"{s} ({n})" for s, (n, _) in FORMATS.items())
         return ModelFileError(
-            f"OpenVINO cannot read {path}: not a model format it knows; expected one of {known} "
-            "or a TensorFlow SavedModel folder"
+            f"OpenVINO cannot read {path}: not a model format it knows; {_expected_formats()}"
         )
     tail = text.strip().splitlines()[-1] if text.strip() else type(exc).__name__
     return ConversionError(f"OpenVINO cannot read {path}: {tail}")
@@ -148,6 +146,74 @@ def _varint(data: bytes | mmap.mmap, pos: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise ValueError("varint longer than 10 bytes")
+
+
+def _expected_formats() -> str:
+    known = ", ".join(f"{s} ({n})" for s, (n, _) in FORMATS.items())
+    return f"expected one of {known} or a TensorFlow SavedModel folder"
+
+
+# Leading bytes of common files that are no model format OpenVINO reads. Without this check
+# OpenVINO offers them to every frontend, and the TensorFlow one logs its text-format parse
+# errors (absl, straight to stderr from C++) before the answer.
+_NOT_MODELS = (
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"GIF87a", "a GIF image"),
+    (b"GIF89a", "a GIF image"),
+    (b"BM", "a BMP image"),
+    (b"%PDF-", "a PDF document"),
+    (b"PK\x03\x04", "a ZIP archive"),
+    (b"\x1f\x8b", "a gzip archive"),
+)
+
+
+def model_file_problem(path: Path) -> ModelFileError | None:
+    """The error for a file at *path* that is plainly no model OpenVINO reads, or ``None``.
+
+    Looks before OpenVINO does, so that the user reads one line instead of its frontends'
+    log noise: an ``.xml`` must be well-formed XML with an IR root (``<net>``); a file of
+    another suffix must not start like a common image, document or archive. ``.onnx`` files
+    are checked by :func:`onnx_file_problem`.
+    """
+    if not path.is_file():
+        return None
+    if path.suffix.lower() == ".xml":
+        import xml.etree.ElementTree as ET
+
+        try:
+            # The file is the user's own model, read next by OpenVINO anyway; ElementTree
+            # fetches no external entities and expat >= 2.4.1 caps entity amplification.
+            events = ET.iterparse(path, events=("start",))  # noqa: S314
+            _, root = next(events)
+            for _ in events:  # the rest must be well-formed too
+                pass
+        except ET.ParseError as exc:
+            return ModelFileError(
+                f"{path} is not a valid OpenVINO IR file: the XML is malformed ({exc}); "
+                "expected an IR .xml (root element <net>) next to its .bin"
+            )
+        except OSError as exc:
+            return ModelFileError(f"cannot read {path}: {exc.strerror or exc}")
+        if root.tag != "net":
+            return ModelFileError(
+                f"{path} is not an OpenVINO IR file: its root element is <{root.tag}>; "
+                "expected an IR .xml (root element <net>) next to its .bin"
+            )
+        return None
+    if path.suffix.lower() in FORMATS:
+        return None
+    try:
+        with open(path, "rb") as file:
+            head = file.read(16)
+    except OSError as exc:
+        return ModelFileError(f"cannot read {path}: {exc.strerror or exc}")
+    kind = next((name for magic, name in _NOT_MODELS if head.startswith(magic)), None)
+    if kind is None:
+        return None
+    return ModelFileError(
+        f"OpenVINO cannot read {path}: it is {kind}, not a model; {_expected_formats()}"
+    )
 
 
 def onnx_file_problem(path: Path) -> str | None:

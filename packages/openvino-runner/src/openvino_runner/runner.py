@@ -34,6 +34,7 @@ from openvino_runner.diagnostics import (
     by_count,
     conversion_error,
     conversion_failures,
+    model_file_problem,
     onnx_file_problem,
     onnx_nodes,
     source_op_counts,
@@ -222,6 +223,9 @@ class Runner:
                 raise ModelFileError(f"cannot read {self.path}: {exc.strerror or exc}") from None
             if problem is not None:
                 raise ModelFileError(f"{self.path} is not a valid ONNX file: {problem}")
+        error = model_file_problem(self.path)
+        if error is not None:
+            raise error
         try:
             model = self.core.read_model(str(self.path))
         except RuntimeError as exc:
