@@ -249,3 +249,18 @@ def test_torch_entry_points_name_the_extra_when_torch_is_missing() -> None:
     ):
         assert line.startswith(f"ImportError {name}() needs torch"), line
         assert "pip install 'deform-conv2d-onnx-exporter[torch]'" in line
+
+
+def test_openvino_reason_drops_cpp_source_lines() -> None:
+    """OpenVINO's text as it raises it (read_model of a model with DeformConv-19)."""
+    from deform_conv2d_onnx_exporter.check import _openvino_reason
+
+    text = (
+        "Exception from src/inference/src/cpp/core.cpp:84:\n"
+        "Check 'false' failed at src/frontends/common_translators/src/unconverted_ops_report.cpp"
+        ":151:\nFrontEnd API failed with OpConversionFailure:\nModel wasn't fully converted.\n"
+        "Summary:\n-- No conversion rule found for operations: DeformConv-19\n\n"
+    )
+    reason = _openvino_reason(RuntimeError(text))
+    assert ".cpp" not in reason and "Exception from" not in reason
+    assert reason.endswith("No conversion rule found for operations: DeformConv-19")
