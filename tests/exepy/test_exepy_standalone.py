@@ -31,6 +31,7 @@ from components import missing, require_command
 from exepy import build, image, runtime, standalone
 from exepy.cli import main
 from exepy.editor import ResourceEditor
+from support import read_only_mount
 
 NATIVE = sys.platform == "win32"
 # On Windows nothing here needs Wine: the apps run natively there.
@@ -454,15 +455,10 @@ def test_without_a_stored_command_line_bad_invocations_are_one_line(
     # Built with -n: the arguments are the command line. None, or a bad option, is the
     # user's mistake: one line naming the exe, status 2 (as CPython answers a bad option).
     found = _runtime("3.13")
-    exe = standalone.build_standalone(
-        tmp_path / "dist",
-        Path("app.py"),
-        [Path("mypkg")],
-        runtime=found,
-        command=False,
-        name="plain",
-        cwd=app_source,
-    ).exe
+    plain = standalone.build_standalone(
+        tmp_path / "dist", Path("app.py"), runtime=found, command=False, cwd=app_source
+    )
+    exe = plain.exe
     for args, message in (
         ([], "no stored command line (resource 201); give one after the executable"),
         (["-W"], "option -W needs an argument"),
@@ -471,9 +467,9 @@ def test_without_a_stored_command_line_bad_invocations_are_one_line(
         err = proc.stderr.decode("utf-8", "replace")
         assert proc.returncode == 2, err
         lines = err.splitlines()
-        assert len(lines) == 1 and lines[0].startswith(f"plain.exe: error: {message}"), err
-    proc = runner.run([str(exe), "-m", "mypkg.helpers"])
-    assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
+        assert len(lines) == 1 and lines[0].startswith(f"app.exe: error: {message}"), err
+    proc = runner.run([str(exe), "-c", "import app; print(app.__name__)"])
+    assert (proc.returncode, proc.stdout.decode().strip()) == (0, "app"), proc.stderr
 
 
 # --- building: the launcher, the CLI, errors --------------------------------------------------
@@ -640,73 +636,58 @@ def test_runtime_fetch_from_a_folder_and_list(
     assert code == 2 and "is for machine 0x14c; exepy's launcher is x64" in err
 
 
-@pytest.mark.skipif(NATIVE, reason="a read-only folder is made with mount -t tmpfs (Linux)")
-def test_unwritable_output_names_the_target(project: Path, tmp_path: Path) -> None:
-    found = _runtime("3.13")
-    readonly = tmp_path / "ro"
-    readonly.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(readonly)],
-        capture_output=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip("a read-only mount needs root (mount -t tmpfs -o ro)")
-    try:
-        for target, extra in ((readonly / "app.exe", ["--onefile"]), (readonly / "dist", [])):
-            proc = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "exepy",
-                    "build",
-                    str(target),
-                    "hello.py",
-                    "--runtime",
-                    found.version,
-                    *extra,
-                ],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-            )
-            assert proc.returncode == 2
-            assert (
-                proc.stderr == f"exepy build: error: cannot write {target}: Read-only file system\n"
-            )
-    finally:
-        subprocess.run(["umount", str(readonly)], check=False)
+@pytest.fixture
+def readonly(tmp_path: Path) -> Iterator[Path]:
+    """An empty read-only folder (a tmpfs mounted read-only: root on Linux only)."""
+    if NATIVE:
+        pytest.skip("a read-only folder is made with mount -t tmpfs (Linux)")
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    with read_only_mount(folder) as mounted:
+        if not mounted:
+            pytest.skip("a read-only mount needs root (mount -t tmpfs -o ro)")
+        yield folder
 
 
-@pytest.mark.skipif(NATIVE, reason="a read-only folder is made with mount -t tmpfs (Linux)")
-def test_read_only_cache_still_builds_with_compiled_embeddedimport(
-    project: Path, tmp_path: Path, runner: Runner
-) -> None:
+def test_unwritable_output_names_the_target(project: Path, readonly: Path) -> None:
     found = _runtime("3.13")
-    readonly = tmp_path / "ro-cache"
-    readonly.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(readonly)],
-        capture_output=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip("a read-only mount needs root (mount -t tmpfs -o ro)")
-    try:
-        # A read-only home (XDG_CACHE_HOME): the bytecode cache and Wine's prefix cannot be
-        # made there; the build compiles embeddedimport for itself instead of failing.
-        command = [sys.executable, "-m", "exepy", "build", "app.exe", "hello.py"]
+    for target, extra in ((readonly / "app.exe", ["--onefile"]), (readonly / "dist", [])):
         proc = subprocess.run(
-            [*command, "--runtime", str(found.path), "--onefile"],
+            [
+                sys.executable,
+                "-m",
+                "exepy",
+                "build",
+                str(target),
+                "hello.py",
+                "--runtime",
+                found.version,
+                *extra,
+            ],
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=120,
             check=False,
-            env={**os.environ, "XDG_CACHE_HOME": str(readonly)},
         )
-    finally:
-        subprocess.run(["umount", str(readonly)], check=False)
+        assert proc.returncode == 2
+        assert proc.stderr == f"exepy build: error: cannot write {target}: Read-only file system\n"
+
+
+def test_read_only_cache_still_builds_with_compiled_embeddedimport(
+    project: Path, readonly: Path, runner: Runner
+) -> None:
+    found = _runtime("3.13")
+    # A read-only home (XDG_CACHE_HOME): the bytecode cache and Wine's prefix cannot be
+    # made there; the build compiles embeddedimport for itself instead of failing.
+    command = [sys.executable, "-m", "exepy", "build", "app.exe", "hello.py"]
+    proc = subprocess.run(
+        [*command, "--runtime", str(found.path), "--onefile"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "XDG_CACHE_HOME": str(readonly)},
+    )
     assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
     import zipfile
 
