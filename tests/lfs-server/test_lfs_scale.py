@@ -411,12 +411,6 @@ def retrying_503(send: Callable[[], requests.Response]) -> requests.Response:
     return answer
 
 
-@pytest.mark.xfail(
-    reason="after PostgreSQL restarts, a request can meet a worker whose connection died and"
-    " get nginx's 502 (the worker did not answer) instead of a retryable 503: seen in 2 of"
-    " 4 runs on a loaded machine; the PostgreSQL store should reconnect before reuse",
-    strict=False,
-)
 def test_database_stopped_then_back(ceph: Ceph) -> None:
     # A PostgreSQL of its own: the session's is shared by the other tests.
     pg = start_postgres()

@@ -171,3 +171,30 @@ def test_metrics_count_render_and_refuse_unknown_names(tmp_path: Path) -> None:
         assert f"# HELP {name} {METRICS[name][1]}" in lines
     with pytest.raises(ValueError, match="unknown metric"):
         metrics.add([("lfs_typo_total", "", 1.0)])
+
+
+def _open_shared_files(folder: str) -> str | None:
+    """What a gunicorn worker does at boot with the node's SQLite files (None: it booted)."""
+    from lfs_server.locks import LockDB
+    from lfs_server.metrics import Metrics
+
+    try:
+        Metrics(Path(folder) / "metrics.sqlite3")
+        LockDB(Path(folder) / "locks.sqlite3")
+    except Exception as exc:  # reported to the test
+        return repr(exc)
+    return None
+
+
+def test_workers_opening_fresh_sqlite_files_together_all_boot(tmp_path: Path) -> None:
+    # Workers start together; switching a new file to WAL from two connections at once made
+    # SQLite answer one "database is locked" without waiting, the worker failed to boot
+    # and gunicorn stopped the node (3 of 80 rounds failed before lfs_server.sqlitewal).
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(8) as pool:
+        for round_ in range(150):
+            folder = tmp_path / str(round_)
+            folder.mkdir()
+            failures = [e for e in pool.map(_open_shared_files, [str(folder)] * 8) if e]
+            assert failures == [], failures[0]

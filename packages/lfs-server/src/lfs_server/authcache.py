@@ -26,6 +26,8 @@ import threading
 import time
 from pathlib import Path
 
+from lfs_server.sqlitewal import use_wal
+
 KEY_ENV = "LFS_AUTH_CACHE_KEY"
 TTL_SECONDS = 60.0
 _SCHEMA = "CREATE TABLE IF NOT EXISTS auth (digest TEXT PRIMARY KEY, expires REAL NOT NULL)"
@@ -45,7 +47,7 @@ class SharedAuthCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
             conn = sqlite3.connect(self.path, timeout=0.05, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(conn, 0.05)
             conn.execute("PRAGMA synchronous=OFF")
             conn.execute(_SCHEMA)
             self._local.conn, self._local.pid = conn, os.getpid()

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
+from lfs_server.sqlitewal import use_wal
+
 if TYPE_CHECKING:
     from lfs_server.config import Config
     from lfs_server.pgdb import PgLockDB
@@ -161,7 +163,7 @@ class LockDB(LockStore):
         # Only the server reads locks (SQLite gives -wal/-shm the same mode).
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
         with self._connect() as conn:
-            conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(conn, self.busy_timeout)
             conn.executescript(_SCHEMA)
 
     def _connection(self) -> sqlite3.Connection:

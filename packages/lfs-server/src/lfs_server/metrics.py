@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from lfs_server.sqlitewal import use_wal
+
 # name -> (Prometheus type, help): the one table of what /metrics may show.
 METRICS: dict[str, tuple[str, str]] = {
     "lfs_requests_total": ("counter", "HTTP requests answered, by endpoint, method and status"),
@@ -118,7 +120,7 @@ class Metrics:
         path.parent.mkdir(parents=True, exist_ok=True)
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
         with self._connect(10.0) as conn:
-            conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(conn, 10.0)
             conn.executescript(_SCHEMA)
 
     @contextlib.contextmanager
