@@ -24,7 +24,7 @@ from typing import TextIO
 from lfs_server.authcache import KEY_ENV as AUTH_CACHE_KEY_ENV
 from lfs_server.config import Config, parse_listen
 from lfs_server.nginx import find_nginx, render_nginx_config, socket_path
-from lfs_server.storage import StoreUnavailable, open_store
+from lfs_server.storage import ObjectStore, StoreUnavailable, open_store
 from lfs_server.tokens import load_or_create_key, proxy_secret
 
 
@@ -57,17 +57,16 @@ def remove_stale_uploads(config: Config) -> list[Path]:
     return removed
 
 
-def abort_stale_multipart_uploads(config: Config) -> str | None:
-    """On S3, abort the multipart uploads that nodes killed mid-upload left in the bucket
-    (invisible, but billed), as `fsck` does; return a line to print, or None.
+def abort_stale_multipart_uploads(store: ObjectStore) -> str | None:
+    """Abort the multipart uploads that nodes killed mid-upload left in *store* (on S3:
+    invisible, but billed), as `fsck` does; return a line to print, or None.
 
-    Only uploads older than an hour are touched: a younger one may belong to another node
-    that is uploading right now. A store that cannot be asked does not stop serving.
+    The store decides what is stale (S3: older than an hour, since a younger upload may
+    belong to another node uploading right now; a local store has nothing of the kind).
+    A store that cannot be asked does not stop serving.
     """
-    if config.storage != "s3":
-        return None
     try:
-        aborted = open_store(config).cleanup()
+        aborted = store.cleanup()
     except StoreUnavailable as exc:
         return f"lfs-server: could not look for unfinished uploads in the store ({exc})"
     if not aborted:
@@ -75,20 +74,21 @@ def abort_stale_multipart_uploads(config: Config) -> str | None:
     return f"lfs-server: aborted {aborted} unfinished upload(s) left in the store by stopped nodes"
 
 
-def check_components(config: Config) -> None:
-    """Raise StoreUnavailable or DatabaseUnavailable, as `fsck` and `user` do, when the
-    configuration needs an optional component that is not installed (boto3 for
-    LFS_STORAGE=s3, psycopg for LFS_DATABASE_URL).
+def check_components(config: Config) -> ObjectStore:
+    """Open the store *config* names and return it; raise StoreUnavailable or
+    DatabaseUnavailable, as `fsck` and `user` do, when the configuration needs an optional
+    component that is not installed (boto3 for LFS_STORAGE=s3, psycopg for
+    LFS_DATABASE_URL).
 
     Only the imports are checked: a bucket or database that does not answer yet does not
     stop serving (the app answers 503 until it does).
     """
-    if config.storage == "s3":
-        open_store(config)  # imports boto3 and builds a client; sends no request
+    store = open_store(config)  # on S3: imports boto3 and builds a client; sends no request
     if config.database_url:
         from lfs_server.pgdb import _psycopg
 
         _psycopg()
+    return store
 
 
 def check_listen_free(listen: str) -> None:
@@ -213,7 +213,7 @@ class Supervisor:
         config = self.config
         # Checked before anything is made or started, so a mistake is one line, not
         # the children's logs and tracebacks after "serving".
-        check_components(config)
+        store = check_components(config)
         check_listen_free(config.listen)
         key = prepare(config)
         stale = remove_stale_uploads(config)
@@ -223,7 +223,7 @@ class Supervisor:
                 file=self.out,
                 flush=True,
             )
-        multipart = abort_stale_multipart_uploads(config)
+        multipart = abort_stale_multipart_uploads(store)
         if multipart:
             print(multipart, file=self.out, flush=True)
         host, port = parse_listen(config.listen)
