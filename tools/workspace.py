@@ -54,6 +54,11 @@ SYSTEM_PACKAGES = {
     "radosgw": "radosgw",
     "ceph-common": "ceph",
     "postgresql": "/usr/lib/postgresql/15/bin/initdb",
+    # lfs-server's SSH remotes: a real sshd on loopback and the ssh client git uses
+    "openssh-server": "/usr/sbin/sshd",
+    "openssh-client": "ssh",
+    # tkinter apps under Wine need a display
+    "xvfb": "xvfb-run",
 }
 # Where `wine64` lives on Debian when it is not on PATH.
 EXTRA_PATH = ["/usr/lib/wine", "/usr/sbin"]
