@@ -387,6 +387,22 @@ def test_cli_help(tmp_path: Path) -> None:
     assert "APP.exe" in result.stdout
 
 
+def test_cli_version_and_the_apps_arguments_untouched(make_exe: MakeExe, tmp_path: Path) -> None:
+    version = run_cli(["--version"], tmp_path)
+    assert version.returncode == 0
+    assert version.stdout.startswith("embeddedimport "), version.stdout
+    exe = make_exe([("main.py", b"import sys; print(sys.argv[1:])\n")])
+    # Everything after the exe is the app's: -h, --version and a -- as given.
+    args = ["-h", "--version", "--", "--x", "-c", "1"]
+    result = run_module(exe, args, tmp_path)
+    assert (result.returncode, result.stdout.strip()) == (0, repr(args)), result.stderr
+    result = run_cli(["--", str(exe), "--"], tmp_path)
+    assert (result.returncode, result.stdout.strip()) == (0, "['--']"), result.stderr
+    unknown = run_cli(["--frob", str(exe)], tmp_path)
+    assert unknown.returncode == 2
+    assert unknown.stderr.splitlines()[-1].startswith("embeddedimport: error: unrecognized")
+
+
 @pytest.mark.parametrize(
     ("argv", "kind", "target", "args"),
     [

@@ -1,12 +1,12 @@
 """``python -m embeddedimport APP.exe [ARGS...]``: run a bundle exactly as its exe would.
 
-No subcommands: everything after the executable belongs to the application (options
-included), as it does when the exe itself is started.
+No subcommands: everything after the executable belongs to the application (options and
+``--`` included, untouched), as it does when the exe itself is started. The CLI rule
+(one-line errors, status 2, ``--version``) comes from the shared kit, ``_clikit``.
 """
 
 # ruff: noqa: PTH113
-# (os.path on purpose: bundle paths such as <exe>/pkg/mod.py are not filesystem paths, and
-# pathlib would add an import to every bundled start-up.)
+# (os.path on purpose: bundle paths such as <exe>/pkg/mod.py are not filesystem paths.)
 
 from __future__ import annotations
 
@@ -15,12 +15,18 @@ import os
 import sys
 from collections.abc import Sequence
 
-__all__ = ["main"]
+from . import _clikit
+
+__all__ = ["build_parser", "main"]
+
+PROG = "embeddedimport"
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser(app_args: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser; *app_args* are the application's arguments, split off by :func:`main`."""
     parser = argparse.ArgumentParser(
-        prog="python -m embeddedimport",
+        prog=PROG,
+        usage="python -m embeddedimport [-h] [--version] APP.exe [ARGS...]",
         description=(
             "Run the application bundled in a Windows executable (resource RT_RCDATA 200, "
             "command line 201) with this interpreter, on any OS: the same sys.argv, "
@@ -28,56 +34,55 @@ def _parser() -> argparse.ArgumentParser:
         ),
         epilog="Example: python -m embeddedimport dist/app.exe --verbose input.txt",
     )
-    parser.add_argument(
-        "--version", action="store_true", help="print embeddedimport's version and exit"
-    )
+    _clikit.add_version_option(parser, "embeddedimport")
     parser.add_argument("executable", metavar="APP.exe", help="an executable built by exepy")
     parser.add_argument(
         "args",
-        nargs=argparse.REMAINDER,
+        nargs="*",
         metavar="ARGS",
         help="the application's arguments, passed on untouched",
     )
+    parser.set_defaults(func=_run, app_args=list(app_args))
     return parser
+
+
+def _split(arguments: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(our options and APP.exe, the application's arguments)``: argparse would drop a
+    ``--`` among the application's arguments, so they never go through it."""
+    for index, arg in enumerate(arguments):
+        if arg == "--":
+            return list(arguments[: index + 2]), list(arguments[index + 2 :])
+        if not arg.startswith("-") or arg == "-":
+            return list(arguments[: index + 1]), list(arguments[index + 1 :])
+    return list(arguments), []
+
+
+def _errors() -> tuple[type[BaseException], ...]:
+    from .bundle import BundleError, BundleNotFoundError
+
+    return (BundleError, BundleNotFoundError)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .importer import Bundle
+    from .runtime import CommandLineError, exit_status, launch, report
+
+    executable: str = args.executable
+    if not os.path.isfile(executable):
+        raise _clikit.CliError(f"{executable}: no such file (give an exe built by exepy)")
+    bundle = Bundle.from_executable(executable)
+    try:
+        launch(executable, args.app_args, bundle=bundle, replace_path0=True)
+    except CommandLineError as exc:
+        raise _clikit.CliError(f"{executable}: {exc}") from None
+    except SystemExit:
+        raise
+    except BaseException as exc:  # the application's own uncaught error: CPython's way
+        return exit_status(exc, report)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the bundle; returns the exit status (``SystemExit`` from the app propagates)."""
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments[:1] == ["--version"]:
-        from . import __version__
-
-        print(f"embeddedimport {__version__}")
-        return 0
-    if arguments[:1] in (["-h"], ["--help"]) or not arguments:
-        _parser().print_help(sys.stdout if arguments else sys.stderr)
-        return 0 if arguments else 2
-    options = _parser().parse_args(arguments[:1])
-    executable: str = options.executable
-    user_args = arguments[1:]
-
-    from .bundle import BundleError
-    from .importer import Bundle, BundleNotFoundError
-    from .runtime import CommandLineError, exit_status, launch, report
-
-    if not os.path.isfile(executable):
-        print(
-            f"embeddedimport: error: {executable}: no such file (give an exe built by exepy)",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        bundle = Bundle.from_executable(executable)
-    except (BundleNotFoundError, BundleError) as exc:
-        print(f"embeddedimport: error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        launch(executable, user_args, bundle=bundle, replace_path0=True)
-    except CommandLineError as exc:
-        print(f"embeddedimport: error: {executable}: {exc}", file=sys.stderr)
-        return 2
-    except SystemExit:
-        raise
-    except BaseException as exc:  # the application's own uncaught error
-        return exit_status(exc, report)
-    return 0
+    head, app_args = _split(list(sys.argv[1:] if argv is None else argv))
+    return _clikit.run(lambda: build_parser(app_args), head, errors=_errors)
