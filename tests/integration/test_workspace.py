@@ -1,20 +1,26 @@
 """The workspace's promises: every package stands alone, is versioned from git, answers --help.
 
-A test of one package must fail if it imports a sibling its distribution does not depend
-on. All packages share one test environment (torch is 5.5 GB: one copy), so isolation is
-checked here twice: statically over each package's tests, and at run time by importing
-every module of each package in a fresh interpreter where undeclared siblings are blocked.
+The packages' layering (independence, no cycles, layers) is import-linter's, configured in
+the root pyproject.toml and run by `tools/test --lint-only`; here: that the configuration
+covers every package and that a planted cycle breaks it. What import-linter cannot see is
+checked here: a package's tests (tests/<name>/ is not an importable package) import only
+it and its declared siblings, and every module imports at run time with the undeclared
+siblings blocked (dynamic imports included).
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import shutil
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = sorted(p.name for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").exists())
@@ -29,10 +35,7 @@ def module_of(name: str) -> str:
 def workspace_deps(name: str) -> set[str]:
     """Import names of the sibling packages *name* declares as dependencies."""
     project = tomllib.loads((ROOT / "packages" / name / "pyproject.toml").read_text())["project"]
-    declared = {
-        dep.split(";")[0].split("[")[0].split("=")[0].split(">")[0].split("<")[0].strip()
-        for dep in project.get("dependencies", [])
-    }
+    declared = {canonicalize_name(Requirement(d).name) for d in project.get("dependencies", [])}
     return {module_of(d) for d in declared if d in PACKAGES}
 
 
@@ -57,6 +60,48 @@ def test_tests_import_only_declared_siblings(name: str) -> None:
         if bad:
             offenders.append(f"{path.relative_to(ROOT)} imports {sorted(bad)}")
     assert not offenders, f"{name} does not depend on these siblings: {offenders}"
+
+
+def test_layering_contracts_cover_every_package() -> None:
+    """import-linter's root packages and contracts name every package (and only those)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    modules = {module_of(p) for p in PACKAGES}
+    assert set(config["root_packages"]) == modules
+    contracts = config["contracts"]
+    independence = [c for c in contracts if c["type"] == "independence"]
+    assert [set(c["modules"]) for c in independence] == [modules]
+    for kind in ("acyclic_siblings", "layers"):
+        covered = {m for c in contracts if c["type"] == kind for m in c.get("ancestors", [])}
+        covered |= {m for c in contracts if c["type"] == kind for m in c.get("containers", [])}
+        assert covered == modules, (kind, sorted(modules - covered))
+
+
+def _lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
+    """lint-imports over *tree* (its pyproject.toml and packages/*/src), nothing cached."""
+    srcs = [str(p) for p in sorted(tree.glob("packages/*/src"))]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(srcs))  # ahead of the editable installs
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "lint-imports"), "--no-cache"],
+        cwd=tree, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_lint_imports_fails_on_a_planted_cycle(tmp_path: Path) -> None:
+    """The contracts hold on this tree; an import making a cycle inside a package breaks them."""
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    for src in (ROOT / "packages").glob("*/src"):
+        shutil.copytree(
+            src, tmp_path / src.relative_to(ROOT), ignore=shutil.ignore_patterns("*.exe")
+        )
+    kept = _lint_imports(tmp_path)
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    # bundle imports pe: pe importing bundle back closes a cycle (and breaks the layers).
+    pe = tmp_path / "packages/embeddedimport/src/embeddedimport/pe.py"
+    pe.write_text(pe.read_text() + "\nfrom embeddedimport import bundle  # noqa\n")
+    broken = _lint_imports(tmp_path)
+    assert broken.returncode != 0, broken.stdout
+    assert "embeddedimport has no import cycle BROKEN" in broken.stdout, broken.stdout
+    assert ".pe -> .bundle" in broken.stdout, broken.stdout
 
 
 BLOCKER = r"""
