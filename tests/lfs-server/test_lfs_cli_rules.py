@@ -247,3 +247,118 @@ def test_fsck_of_a_repository_that_does_not_exist_on_s3(ceph: Ceph, tmp_path: Pa
     ceph.client().put_object(Bucket=bucket, Key=key, Body=blob)  # type: ignore[attr-defined]
     r = cli("fsck", "--repo", "hand/copied", data=tmp_path, env=env)
     assert r.returncode == 0 and "checked 1 objects, 0 bad" in r.stdout, (r.stdout, r.stderr)
+
+
+# --- issue 28: the shared CLI kit (--json, progress, completion, -o) ----------------------
+
+
+def _bad_local_store(data: Path) -> tuple[str, str]:
+    """A local store holding one good object and one whose bytes do not match its name."""
+    good, bad = os.urandom(3000), oid_of(b"original")
+    for oid, blob in ((oid_of(good), good), (bad, b"tampered")):
+        path = data / "repos/team/game.git/objects" / oid[:2] / oid[2:4] / oid
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(blob)
+    return oid_of(good), bad
+
+
+def test_listing_and_report_commands_write_json_to_stdout(tmp_path: Path) -> None:
+    """`--json -`: stdout is the JSON alone, the human text goes to stderr."""
+    import json
+
+    for name, grant in (("ann", "team/*=write"), ("bo", "*=read")):
+        r = cli("user", "add", name, "--grant", grant, "--password-stdin", data=tmp_path,
+                stdin="pw\n")  # fmt: skip
+        assert r.returncode == 0, r.stderr
+    _good, bad = _bad_local_store(tmp_path)
+    users = cli("user", "list", "--json", "-", data=tmp_path)
+    assert users.returncode == 0 and "ann\tteam/*=write" in users.stderr, users.stderr
+    assert json.loads(users.stdout) == [
+        {"name": "ann", "grants": {"team/*": "write"}},
+        {"name": "bo", "grants": {"*": "read"}},
+    ]
+    repos = cli("repo", "list", "--json", "-", data=tmp_path)
+    assert json.loads(repos.stdout) == ["team/game"], repos.stdout
+    fsck = cli("fsck", "--json", "-", data=tmp_path)
+    assert fsck.returncode == 1 and "checked 2 objects, 1 bad" in fsck.stderr, fsck.stderr
+    report = json.loads(fsck.stdout)
+    assert report["checked"] == 2 and [b["oid"] for b in report["bad"]] == [bad], report
+    # To a file: written atomically, the text stays on stdout.
+    out = tmp_path / "fsck.json"
+    fsck = cli("fsck", "--json", str(out), data=tmp_path)
+    assert "checked 2 objects" in fsck.stdout and json.loads(out.read_text())["checked"] == 2
+    assert [p.name for p in tmp_path.glob(".fsck.json*")] == []
+    missing = cli("fsck", "--json", str(tmp_path / "no/such/dir/r.json"), data=tmp_path)
+    one_error_line(missing, "does not exist")
+
+
+def test_import_seed_json_lists_refused_files(tmp_path: Path) -> None:
+    import json
+
+    seed = tmp_path / "seed/repos/grp/game/.objects"
+    blob = b"seeded"
+    oid = oid_of(blob)
+    (seed / oid[:2] / oid[2:4]).mkdir(parents=True)
+    (seed / oid[:2] / oid[2:4] / oid).write_bytes(blob)
+    (seed / "stray.txt").write_text("x")
+    r = cli("import-seed", str(tmp_path / "seed"), "--json", "-", data=tmp_path / "data")
+    assert r.returncode == 1, r.stderr
+    report = json.loads(r.stdout)
+    assert report["imported"] == 1 and report["refused"] == 1, report
+    assert report["refused_files"][0]["path"].endswith("stray.txt"), report
+
+
+def _on_a_terminal(*args: str) -> tuple[int, str]:
+    """Run the console script with stdout and stderr on a pseudo-terminal."""
+    import pty
+
+    output = bytearray()
+
+    def read(fd: int) -> bytes:
+        data = os.read(fd, 65536)
+        output.extend(data)
+        return data
+
+    status = pty.spawn([SCRIPT, *args], read)
+    return os.waitstatus_to_exitcode(status), output.decode(errors="replace")
+
+
+def test_progress_only_on_a_terminal_and_never_with_no_progress_or_json(tmp_path: Path) -> None:
+    _bad_local_store(tmp_path)
+    status, shown = _on_a_terminal("fsck", "--data", str(tmp_path))
+    assert status == 1 and "2obj" in shown.replace(" ", ""), shown  # tqdm's "2 obj [..]"
+    status, quiet = _on_a_terminal("fsck", "--no-progress", "--data", str(tmp_path))
+    assert status == 1 and "obj" not in quiet.replace("objects", ""), quiet
+    piped = cli("fsck", data=tmp_path)  # not a terminal: no bar
+    assert "obj [" not in piped.stderr and "it/s" not in piped.stderr, piped.stderr
+    status, as_json = _on_a_terminal("fsck", "--json", "-", "--data", str(tmp_path))
+    assert status == 1 and "obj/s" not in as_json and "obj [" not in as_json, as_json
+
+
+def test_completion_and_nginx_config_output_file(tmp_path: Path) -> None:
+    for shell, marker in (("bash", "complete"), ("zsh", "#compdef")):
+        r = subprocess.run([SCRIPT, "completion", shell], capture_output=True, text=True,
+                           timeout=60, check=False)  # fmt: skip
+        assert r.returncode == 0 and marker in r.stdout and "import-seed" in r.stdout, r.stderr
+    target = tmp_path / "nginx.conf"
+    target.write_text("old\n")
+    r = cli("nginx-config", "-o", str(target), data=tmp_path / "data")
+    assert r.returncode == 0 and r.stdout == "", (r.stdout, r.stderr)
+    assert "client_body_in_file_only" in target.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "nginx.conf"]
+    one_error_line(cli("nginx-config", "-o", str(tmp_path), data=tmp_path / "data"), "folder")
+
+
+def test_migrate_json_on_ceph(ceph: Ceph, tmp_path: Path) -> None:
+    import json
+
+    bucket = ceph.create_bucket(f"lfs-migrate-json-{os.getpid()}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LFS_")}
+    env.update(ceph.s3_env(bucket))
+    env.pop("LFS_STORAGE", None)
+    _good, bad = _bad_local_store(tmp_path)
+    r = cli("migrate", "--to", "s3", "--json", "-", data=tmp_path, env=env)
+    assert r.returncode == 1 and "copied 1 objects" in r.stderr, (r.stdout, r.stderr)
+    report = json.loads(r.stdout)
+    assert report["copied"] == 1 and report["bytes_copied"] == 3000, report
+    assert [b["oid"] for b in report["bad"]] == [bad], report

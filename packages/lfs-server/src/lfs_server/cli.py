@@ -1,21 +1,29 @@
-"""The `lfs-server` console script: a thin shell over the package's API."""
+"""The `lfs-server` console script: a thin shell over the package's API.
+
+The CLI rule (one-line errors, exit codes, `--json -`, `--version`, atomic outputs) comes
+from the vendored `_clikit`; each subcommand's handler is set with `set_defaults(func=...)`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import getpass
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from lfs_server import __version__
+from lfs_server import _clikit
 from lfs_server.config import ENV_VARS, Config, ConfigError
 
 if TYPE_CHECKING:
     from lfs_server.storage import ObjectStore
+
+CliError = _clikit.CliError
+T = TypeVar("T")
 
 
 def _add_data(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +35,45 @@ def _add_data(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _handler(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Turn the package's user-facing errors into one-line CLI errors (exit 2)."""
+
+    @functools.wraps(func)
+    def wrapped(args: argparse.Namespace) -> int:
+        from lfs_server.locks import DatabaseUnavailable
+        from lfs_server.storage import StoreUnavailable
+        from lfs_server.users import UsersError
+        from lfs_server.validation import ApiError
+
+        try:
+            return func(args)
+        except ApiError as exc:  # its status is an HTTP status, not an exit code
+            raise CliError(exc.message) from None
+        except (ConfigError, UsersError, StoreUnavailable, DatabaseUnavailable) as exc:
+            raise CliError(str(exc)) from None
+        except OSError as exc:
+            if isinstance(exc, BrokenPipeError):
+                raise
+            where = f"{exc.filename}: " if exc.filename else ""
+            raise CliError(
+                f"{where}{exc.strerror or exc}; lfs-server needs a data folder it can write"
+                " (choose another --data DIR, or fix its permissions)"
+            ) from None
+
+    return wrapped
+
+
+def _group(parser: argparse.ArgumentParser, dest: str) -> Any:
+    """Subcommands of *parser*; the group alone prints its help (exit 2)."""
+
+    def _usage(_args: argparse.Namespace) -> int:
+        parser.print_help(sys.stderr)
+        return _clikit.EXIT_USAGE
+
+    parser.set_defaults(func=_usage)
+    return parser.add_subparsers(dest=dest, metavar="ACTION")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of `lfs-server`."""
     env_help = "\n".join(f"  {var:<24} {text}" for var, _field, _kind, text in ENV_VARS)
@@ -36,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"environment variables (flags win over them):\n{env_help}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _clikit.add_version_option(parser, "lfs-server")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="run nginx + gunicorn as one supervised unit")
@@ -57,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--no-nginx", action="store_true", help="development mode: gunicorn serves bodies itself"
     )
+    serve.set_defaults(func=_serve)
 
     conf = sub.add_parser("nginx-config", help="print an nginx config for running your own nginx")
     _add_data(conf)
@@ -66,9 +114,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ADDR",
         help="where gunicorn listens (default unix:DATA/run/gunicorn.sock)",
     )
+    conf.add_argument(
+        "-o", "--output", metavar="FILE", help="write it to FILE (atomically) instead of stdout"
+    )
+    conf.set_defaults(func=_nginx_config)
 
     user = sub.add_parser("user", help="manage users and their permissions")
-    user_sub = user.add_subparsers(dest="user_command", metavar="ACTION")
+    user_sub = _group(user, "user_command")
     add = user_sub.add_parser("add", help="add a user (password from --password-stdin or a prompt)")
     _add_data(add)
     add.add_argument("name")
@@ -85,19 +137,26 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument(
         "--update", action="store_true", help="change an existing user (password and grants)"
     )
+    add.set_defaults(func=_user_add)
     remove = user_sub.add_parser("remove", help="remove a user")
     _add_data(remove)
     remove.add_argument("name")
+    remove.set_defaults(func=_user_remove)
     lst = user_sub.add_parser("list", help="list users and permissions")
     _add_data(lst)
+    _clikit.add_json_option(lst, "the users and their grants")
+    lst.set_defaults(func=_user_list)
 
     repo = sub.add_parser("repo", help="manage repositories (needed when LFS_AUTO_CREATE is off)")
-    repo_sub = repo.add_subparsers(dest="repo_command", metavar="ACTION")
+    repo_sub = _group(repo, "repo_command")
     create = repo_sub.add_parser("create", help="create a repository")
     _add_data(create)
     create.add_argument("name", help="repository path, e.g. team/game.git")
+    create.set_defaults(func=_repo_create)
     rlist = repo_sub.add_parser("list", help="list repositories")
     _add_data(rlist)
+    _clikit.add_json_option(rlist, "the repository names")
+    rlist.set_defaults(func=_repo_list)
 
     fsck = sub.add_parser("fsck", help="re-hash stored objects and report bad ones")
     _add_data(fsck)
@@ -105,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--quarantine", action="store_true", help="move bad objects to DATA/quarantine"
     )
     fsck.add_argument("--repo", help="check one repository only")
+    _clikit.add_json_option(fsck, "the report")
+    _clikit.add_progress_option(fsck)
+    fsck.set_defaults(func=_fsck)
 
     migrate = sub.add_parser(
         "migrate",
@@ -115,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--to", required=True, choices=["s3"], help="where to copy the objects: s3"
     )
     migrate.add_argument("--repo", help="copy one repository only")
+    _clikit.add_json_option(migrate, "the report")
+    _clikit.add_progress_option(migrate)
+    migrate.set_defaults(func=_migrate)
 
     seed = sub.add_parser(
         "import-seed",
@@ -130,9 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="put before each repository name (default 'lfs': the old URLs"
         " /lfs/<repo>/info/lfs keep working); '' for none",
     )
+    _clikit.add_json_option(seed, "the report")
+    _clikit.add_progress_option(seed)
+    seed.set_defaults(func=_import_seed)
 
     install = sub.add_parser("hook", help="install the pre-receive hook in a bare repository")
-    install_sub = install.add_subparsers(dest="hook_command", metavar="ACTION")
+    install_sub = _group(install, "hook_command")
     hook_install = install_sub.add_parser(
         "install", help="write REPO.git/hooks/pre-receive (enforces locks on push)"
     )
@@ -141,8 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--url", help="the repository's LFS endpoint (sets lfs.url), .../repo.git/info/lfs"
     )
     hook_install.add_argument(
-        "--force", action="store_true", help="replace a pre-receive hook that is not ours"
+        "-f", "--force", action="store_true", help="replace a pre-receive hook that is not ours"
     )
+    hook_install.set_defaults(func=_hook_install)
 
     hook = sub.add_parser(
         "pre-receive", help="git pre-receive hook: refuse pushes touching others' locks"
@@ -153,11 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
     hook.add_argument(
         "--user-env", default="REMOTE_USER", help="variable naming the pusher (default REMOTE_USER)"
     )
+    hook.set_defaults(func=_pre_receive)
+
+    # Further subcommands register here (one line each, e.g. the SSH remote commands).
+    _clikit.add_completion_command(sub, parser)
     return parser
-
-
-class CliError(Exception):
-    """A problem the user can fix; main() prints it as one `lfs-server: error:` line."""
 
 
 def _config(args: argparse.Namespace, must_exist: bool = False, **extra: object) -> Config:
@@ -172,75 +241,36 @@ def _config(args: argparse.Namespace, must_exist: bool = False, **extra: object)
     return config
 
 
-def _fail(message: str) -> int:
-    print(f"lfs-server: error: {message}", file=sys.stderr)
-    return 2
-
-
-def _os_error_message(exc: OSError) -> str:
-    where = f"{exc.filename}: " if exc.filename else ""
-    return (
-        f"{where}{exc.strerror or exc}; lfs-server needs a data folder it can write"
-        " (choose another --data DIR, or fix its permissions)"
-    )
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `lfs-server` with *argv* (default: ``sys.argv[1:]``); return the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 2
-    try:
-        return _dispatch(parser, args)
-    except (ConfigError, CliError) as exc:
-        return _fail(str(exc))
-    except BrokenPipeError:
-        # `lfs-server user list | head -1`: the reader left; end quietly like a Unix tool.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 141
-    except OSError as exc:
-        return _fail(_os_error_message(exc))
-    except KeyboardInterrupt:
-        print("lfs-server: interrupted", file=sys.stderr)
-        return 130
+    return _clikit.run(build_parser, argv)
 
 
-def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from lfs_server.locks import DatabaseUnavailable
-    from lfs_server.storage import StoreUnavailable
-    from lfs_server.users import UsersError
-    from lfs_server.validation import ApiError
+def _progress(
+    args: argparse.Namespace,
+    items: Iterator[T],
+    unit: str,
+    total: int | None = None,
+) -> Iterator[T]:
+    """*items* with a tqdm bar on stderr when `_clikit.progress_enabled` (a terminal)."""
+    if not _clikit.progress_enabled(args):
+        return items
+    from tqdm import tqdm
 
-    try:
-        if args.command == "serve":
-            return _serve(args)
-        if args.command == "nginx-config":
-            return _nginx_config(args)
-        if args.command == "user":
-            return _user(parser, args)
-        if args.command == "repo":
-            return _repo(parser, args)
-        if args.command == "fsck":
-            return _fsck(args)
-        if args.command == "migrate":
-            return _migrate(args)
-        if args.command == "pre-receive":
-            return _pre_receive(args)
-        if args.command == "hook":
-            return _hook(parser, args)
-        if args.command == "import-seed":
-            return _import_seed(args)
-    except (UsersError, StoreUnavailable, DatabaseUnavailable) as exc:
-        return _fail(str(exc))
-    except ApiError as exc:
-        return _fail(exc.message)
-    parser.error(f"unknown command {args.command!r}")
-    return 2
+    return iter(tqdm(items, unit=unit, total=total, file=sys.stderr, dynamic_ncols=True))
 
 
+def _say(args: argparse.Namespace, line: str) -> None:
+    """Print a report line without breaking a progress bar."""
+    if _clikit.progress_enabled(args):
+        from tqdm import tqdm
+
+        tqdm.write(line, file=sys.stdout)
+    else:
+        print(line, flush=True)
+
+
+@_handler
 def _serve(args: argparse.Namespace) -> int:
     from lfs_server.serve import ServeError, Supervisor
 
@@ -254,10 +284,11 @@ def _serve(args: argparse.Namespace) -> int:
         if made_here:
             shutil.rmtree(config.root, ignore_errors=True)
         if isinstance(exc, ServeError):
-            return _fail(str(exc))
+            raise CliError(str(exc)) from None
         raise
 
 
+@_handler
 def _nginx_config(args: argparse.Namespace) -> int:
     from lfs_server.nginx import render_nginx_config
     from lfs_server.serve import prepare
@@ -265,66 +296,90 @@ def _nginx_config(args: argparse.Namespace) -> int:
 
     config = _config(args, listen=args.listen)
     key = prepare(config)
-    sys.stdout.write(render_nginx_config(config, proxy_secret(key), upstream=args.upstream))
+    text = render_nginx_config(config, proxy_secret(key), upstream=args.upstream)
+    if args.output:
+        _clikit.write_text(args.output, text, "-o")
+    else:
+        sys.stdout.write(text)
     return 0
 
 
-def _user(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+def _grants(permissions: dict[str, str]) -> str:
+    return ", ".join(f"{p}={lv}" for p, lv in sorted(permissions.items()))
+
+
+@_handler
+def _user_add(args: argparse.Namespace) -> int:
     from lfs_server.users import load_users, parse_grant
 
-    if args.user_command is None:
-        parser.parse_args(["user", "--help"])
-    config = _config(args, must_exist=args.user_command != "add")
-    db = load_users(config)
-    if args.user_command == "add":
-        grants = dict(parse_grant(g) for g in args.grant)
-        if args.password_stdin:
-            password = sys.stdin.readline().rstrip("\r\n")
-        elif sys.stdin.isatty():
-            password = getpass.getpass(f"password for {args.name}: ")
-            if getpass.getpass("again: ") != password:
-                return _fail("the two passwords differ; nothing was changed")
-        else:
-            return _fail("give the password with --password-stdin (no terminal to prompt on)")
-        db.add(args.name, password, grants, replace=args.update)
-        db.save()
-        print(
-            f"user {args.name}: "
-            + (
-                ", ".join(f"{p}={lv}" for p, lv in sorted(db.users[args.name].permissions.items()))
-                or "no permissions yet"
-            )
-        )
-        return 0
-    if args.user_command == "remove":
-        db.remove(args.name)
-        db.save()
-        print(f"removed user {args.name}")
-        return 0
-    for user in db.users.values():
-        shown = ", ".join(f"{p}={lv}" for p, lv in sorted(user.permissions.items())) or "-"
-        print(f"{user.name}\t{shown}")
+    db = load_users(_config(args))
+    grants = dict(parse_grant(g) for g in args.grant)
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    elif sys.stdin.isatty():
+        password = getpass.getpass(f"password for {args.name}: ")
+        if getpass.getpass("again: ") != password:
+            raise CliError("the two passwords differ; nothing was changed")
+    else:
+        raise CliError("give the password with --password-stdin (no terminal to prompt on)")
+    db.add(args.name, password, grants, replace=args.update)
+    db.save()
+    print(f"user {args.name}: {_grants(db.users[args.name].permissions) or 'no permissions yet'}")
     return 0
 
 
-def _repo(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+@_handler
+def _user_remove(args: argparse.Namespace) -> int:
+    from lfs_server.users import load_users
+
+    db = load_users(_config(args, must_exist=True))
+    db.remove(args.name)
+    db.save()
+    print(f"removed user {args.name}")
+    return 0
+
+
+@_handler
+def _user_list(args: argparse.Namespace) -> int:
+    from lfs_server.users import load_users
+
+    db = load_users(_config(args, must_exist=True))
+    for user in db.users.values():
+        print(f"{user.name}\t{_grants(user.permissions) or '-'}")
+    _clikit.write_json(
+        args.json,
+        [
+            {"name": u.name, "grants": dict(sorted(u.permissions.items()))}
+            for u in db.users.values()
+        ],
+    )
+    return 0
+
+
+@_handler
+def _repo_create(args: argparse.Namespace) -> int:
     from lfs_server.storage import open_store
     from lfs_server.validation import normalize_repo
 
-    if args.repo_command is None:
-        parser.parse_args(["repo", "--help"])
-    config = _config(args, must_exist=args.repo_command == "list")
-    store = open_store(config)
-    if args.repo_command == "create":
-        name = normalize_repo(args.name)
-        store.create_repo(name)
-        print(f"created {name}.git")
-        return 0
-    for name in store.list_repos():
-        print(name)
+    store = open_store(_config(args))
+    name = normalize_repo(args.name)
+    store.create_repo(name)
+    print(f"created {name}.git")
     return 0
 
 
+@_handler
+def _repo_list(args: argparse.Namespace) -> int:
+    from lfs_server.storage import open_store
+
+    names = open_store(_config(args, must_exist=True)).list_repos()
+    for name in names:
+        print(name)
+    _clikit.write_json(args.json, names)
+    return 0
+
+
+@_handler
 def _fsck(args: argparse.Namespace) -> int:
     from lfs_server.fsck import check_store
     from lfs_server.storage import open_store
@@ -336,16 +391,20 @@ def _fsck(args: argparse.Namespace) -> int:
     aborted = store.cleanup()
     if aborted:
         print(f"aborted {aborted} unfinished upload(s) left by stopped nodes")
-    checked = bad = 0
-    for obj, problem in check_store(
-        store, config.quarantine_dir if args.quarantine else None, args.repo
-    ):
+    checked = 0
+    bad: list[dict[str, str | None]] = []
+    results = check_store(store, config.quarantine_dir if args.quarantine else None, args.repo)
+    for obj, problem in _progress(args, results, "obj"):
         checked += 1
         if problem is not None:
-            bad += 1
+            bad.append(
+                {"repo": obj.repo, "oid": obj.oid, "actual": problem.actual,
+                 "moved_to": problem.moved_to}
+            )  # fmt: skip
             where = f"; moved to {problem.moved_to}" if problem.moved_to else ""
-            print(f"BAD {obj.repo} {obj.oid}: bytes hash to {problem.actual}{where}")
-    print(f"checked {checked} objects, {bad} bad")
+            _say(args, f"BAD {obj.repo} {obj.oid}: bytes hash to {problem.actual}{where}")
+    print(f"checked {checked} objects, {len(bad)} bad")
+    _clikit.write_json(args.json, {"checked": checked, "aborted_uploads": aborted, "bad": bad})
     return 1 if bad else 0
 
 
@@ -372,6 +431,7 @@ def _check_repo_exists(store: ObjectStore, repo: str, config: Config) -> None:
     )
 
 
+@_handler
 def _migrate(args: argparse.Namespace) -> int:
     from lfs_server.migrate import migrate_to_s3
     from lfs_server.s3store import S3Store
@@ -379,28 +439,46 @@ def _migrate(args: argparse.Namespace) -> int:
 
     config = _config(args)
     if not config.s3_bucket:
-        print(
-            "lfs-server: error: migrate --to s3 needs LFS_S3_BUCKET (and LFS_S3_ENDPOINT,"
-            " AWS credentials) naming the destination",
-            file=sys.stderr,
+        raise CliError(
+            "migrate --to s3 needs LFS_S3_BUCKET (and LFS_S3_ENDPOINT, AWS credentials)"
+            " naming the destination"
         )
-        return 2
     if not config.repos_dir.is_dir():
-        print(f"lfs-server: error: no local store at {config.repos_dir}", file=sys.stderr)
-        return 2
+        raise CliError(f"no local store at {config.repos_dir}")
     source = Store(config.repos_dir, config.tmp_dir)
     dest = S3Store.from_config(config)
     dest.check()
-    report = migrate_to_s3(source, dest, args.repo)
+    bar: Any = None
+    if _clikit.progress_enabled(args):
+        from tqdm import tqdm
+
+        bar = tqdm(unit="obj", file=sys.stderr, dynamic_ncols=True)
+    try:
+        report = migrate_to_s3(
+            source, dest, args.repo, (lambda _obj, _outcome: bar.update()) if bar else None
+        )
+    finally:
+        if bar is not None:
+            bar.close()
     for obj, why in report.bad:
         print(f"BAD {obj.repo} {obj.oid}: not copied: {why}")
     print(
         f"copied {report.copied} objects ({report.bytes_copied} bytes), "
         f"{report.present} already there, {len(report.bad)} bad"
     )
+    _clikit.write_json(
+        args.json,
+        {
+            "copied": report.copied,
+            "bytes_copied": report.bytes_copied,
+            "present": report.present,
+            "bad": [{"repo": o.repo, "oid": o.oid, "reason": why} for o, why in report.bad],
+        },
+    )
     return 1 if report.bad else 0
 
 
+@_handler
 def _pre_receive(args: argparse.Namespace) -> int:
     from lfs_server.prereceive import run_hook
 
@@ -410,35 +488,39 @@ def _pre_receive(args: argparse.Namespace) -> int:
     return status
 
 
+@_handler
 def _import_seed(args: argparse.Namespace) -> int:
     from lfs_server.seed import SeedError, import_seed
     from lfs_server.storage import open_store
 
     config = _config(args)
     counts = {"imported": 0, "present": 0, "refused": 0}
+    refused: list[dict[str, str]] = []
     try:
-        for item in import_seed(args.seed, open_store(config), args.prefix):
+        items = import_seed(args.seed, open_store(config), args.prefix)
+        for item in _progress(args, items, "file"):
             counts[item.status] += 1
             if item.status == "refused":
-                print(f"REFUSED {item.path}: {item.reason}", flush=True)
+                refused.append({"path": str(item.path), "reason": item.reason})
+                _say(args, f"REFUSED {item.path}: {item.reason}")
     except SeedError as exc:
-        return _fail(str(exc))
+        raise CliError(str(exc)) from None
     print(
         f"imported {counts['imported']} objects, {counts['present']} already present,"
         f" {counts['refused']} refused (listed above) from {args.seed}"
     )
+    _clikit.write_json(args.json, {**counts, "refused_files": refused})
     return 1 if counts["refused"] else 0
 
 
-def _hook(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+@_handler
+def _hook_install(args: argparse.Namespace) -> int:
     from lfs_server.prereceive import HookInstallError, install_hook
 
-    if args.hook_command is None:
-        parser.parse_args(["hook", "--help"])
     try:
         target = install_hook(args.repo, sys.executable, args.url, args.force)
     except HookInstallError as exc:
-        return _fail(str(exc))
+        raise CliError(str(exc)) from None
     print(f"installed {target}")
     return 0
 

@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from lfs_server._clikit import atomic_path
 from lfs_server.validation import normalize_lock_path
 
 ZERO = "0" * 40
@@ -176,13 +175,7 @@ def install_hook(repo: Path, python: str, url: str | None = None, force: bool = 
             f"{repo} has no lfs.url; give --url http://HOST:PORT/REPO.git/info/lfs"
         )
     target.parent.mkdir(exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".pre-receive-", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        Path(tmp).chmod(0o755)
-        Path(tmp).replace(target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(target) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.chmod(0o755)
     return target
