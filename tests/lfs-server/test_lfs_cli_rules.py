@@ -150,6 +150,8 @@ def test_readme_links_work_on_pypi() -> None:
     assert links, "expected links to SECURITY.md and the repository"
     relative = [link for link in links if not link.startswith(("https://", "http://", "#"))]
     assert not relative, relative
+    # Issue 28: a user reads it in five minutes; history lives in docs/benchmarks.
+    assert len(readme.read_text(encoding="utf-8")) <= 10_000
 
 
 @pytest.mark.parametrize("extra", [(), ("--no-nginx",)])
