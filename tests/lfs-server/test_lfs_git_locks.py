@@ -195,3 +195,43 @@ def test_pre_receive_hook_enforces_locks_on_non_ascii_and_quoted_paths(
         refused = push_unchecked(bob, clones["bob"], hook_env, check=False)
         assert refused.returncode != 0, (on_disk, refused.stderr)
         assert f"{shown} (locked by alice" in refused.stderr, refused.stderr
+
+
+def test_pre_receive_hook_refuses_force_pushes_that_rewind_or_drop_a_locked_file(
+    server: Server, tmp_path: Path
+) -> None:
+    """Issue 25 H1: no new commit touches the locked file in a rewind (old..new is empty)
+    or in an unrelated history that lacks it; the trees before and after differ."""
+    bare, users, clones = setup_repo(server, tmp_path, "locks/force")
+    alice, bob = users["alice"], users["bob"]
+    hook_env = install_hook(bare, bob)
+    (clones["alice"] / "art.psd").write_bytes(b"layer two\n" * 100)
+    alice.git("commit", "-am", "v2", cwd=clones["alice"])
+    alice.git(
+        "push", "origin", "main", cwd=clones["alice"], env={**hook_env, "REMOTE_USER": "alice"}
+    )
+    alice.git("lfs", "lock", "art.psd", cwd=clones["alice"])
+    head = alice.git("rev-parse", "HEAD", cwd=clones["alice"]).stdout.strip()
+    bob_env = {**hook_env, "REMOTE_USER": "bob"}
+    bob.git("fetch", "origin", cwd=clones["bob"])
+
+    def main_head() -> str:
+        return bob.git("--git-dir", str(bare), "rev-parse", "main").stdout.strip()
+
+    rewind = bob.git("push", "--no-verify", "--force", "origin", f"{head}~1:main",
+                     cwd=clones["bob"], check=False, env=bob_env)  # fmt: skip
+    assert rewind.returncode != 0 and "art.psd (locked by alice" in rewind.stderr, rewind.stderr
+    assert main_head() == head
+    bob.git("checkout", "-q", "--orphan", "other", cwd=clones["bob"])
+    bob.git("rm", "-q", "-rf", "--cached", ".", cwd=clones["bob"])
+    bob.git("add", "notes.txt", cwd=clones["bob"])
+    bob.git("commit", "-m", "unrelated history", cwd=clones["bob"])
+    orphan = bob.git("push", "--no-verify", "--force", "origin", "other:main",
+                     cwd=clones["bob"], check=False, env=bob_env)  # fmt: skip
+    assert orphan.returncode != 0 and "art.psd (locked by alice" in orphan.stderr, orphan.stderr
+    assert main_head() == head
+    # The lock owner may rewind her own locked file; a new branch of old commits is fine.
+    bob.git("push", "--no-verify", "origin", f"{head}~1:refs/heads/old", cwd=clones["bob"],
+            env=bob_env)  # fmt: skip
+    alice.git("push", "--force", "origin", "HEAD~1:main", cwd=clones["alice"],
+              env={**hook_env, "REMOTE_USER": "alice"})  # fmt: skip

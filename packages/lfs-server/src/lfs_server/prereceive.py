@@ -4,7 +4,8 @@ Install it in a bare repository with
 `lfs-server hook install /srv/git/team/game.git --url http://lfs.example:8080/team/game.git/info/lfs`
 (it writes `hooks/pre-receive`, a two-line script calling `python -m lfs_server pre-receive`).
 
-The hook reads `<old> <new> <ref>` lines, lists every path the pushed commits touch, asks
+The hook reads `<old> <new> <ref>` lines, lists every path the pushed commits touch
+(and every path whose content differs between old and new: a force-push), asks
 lfs-server for the repository's locks, and refuses the push if a touched path is locked by
 someone other than the pusher (the user named by $REMOTE_USER, which git http-backend
 sets; `--user-env` picks another variable). It authenticates to lfs-server with
@@ -32,29 +33,41 @@ class HookError(Exception):
     """The hook cannot decide (lfs-server unreachable, git failed): the push is refused."""
 
 
+def _git_paths(base: list[str], args: list[str]) -> set[str]:
+    """NUL-separated paths printed by git *args*, as lock paths."""
+    # -z and core.quotePath=false: paths exactly as stored, never C-quoted ("caf\303\251",
+    # "a\tb"), each ended by NUL (a path may hold a newline).
+    result = subprocess.run(
+        [*base, "-c", "core.quotePath=false", *args], capture_output=True, check=False
+    )
+    if result.returncode != 0:
+        raise HookError(f"git {args[0]} failed: {result.stderr.decode(errors='replace').strip()}")
+    return {
+        normalize_lock_path(raw.decode("utf-8", errors="surrogateescape"))
+        for raw in result.stdout.split(b"\0")
+        if raw.strip(b"\n")
+    }
+
+
 def changed_paths(updates: Iterable[tuple[str, str, str]], git_dir: str | None = None) -> set[str]:
-    """Paths changed by the commits each (old, new, ref) update adds."""
+    """Paths each (old, new, ref) update changes: in its new commits or between the trees.
+
+    The commits alone miss a force-push: rewinding to an older commit or replacing the
+    history adds no commit touching the file, yet the ref's file changes or vanishes, so
+    the trees of old and new are compared too.
+    """
     paths: set[str] = set()
     base = ["git"] + (["--git-dir", git_dir] if git_dir else [])
     for old, new, _ref in updates:
         if set(new) == {"0"}:
-            continue  # a deletion changes no file
+            continue  # a deletion leaves every other ref's files as they are
         # A new ref: every commit not reachable from an existing ref is new.
         rev_range = [new, "--not", "--all"] if set(old) == {"0"} else [f"{old}..{new}"]
-        # -z and core.quotePath=false: paths exactly as stored, never C-quoted ("caf\303\251",
-        # "a\tb"), each ended by NUL (a path may hold a newline).
-        result = subprocess.run(
-            [*base, "-c", "core.quotePath=false", "log", "-z", "--format=", "--name-only",
-             "--no-renames", "-m", *rev_range],
-            capture_output=True, check=False,
-        )  # fmt: skip
-        if result.returncode != 0:
-            raise HookError(f"git log failed: {result.stderr.decode(errors='replace').strip()}")
-        paths.update(
-            normalize_lock_path(raw.decode("utf-8", errors="surrogateescape"))
-            for raw in result.stdout.split(b"\0")
-            if raw.strip(b"\n")
+        paths |= _git_paths(
+            base, ["log", "-z", "--format=", "--name-only", "--no-renames", "-m", *rev_range]
         )
+        if set(old) != {"0"}:
+            paths |= _git_paths(base, ["diff", "-z", "--name-only", "--no-renames", old, new])
     return paths
 
 
