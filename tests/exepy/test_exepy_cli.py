@@ -40,7 +40,10 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(args)
+    try:
+        code = main(args)
+    except SystemExit as exc:  # argparse's usage errors (status 2)
+        code = int(exc.code or 0)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -112,6 +115,11 @@ def test_icon_version_manifest_windowed(project: Path, capsys: pytest.CaptureFix
     code, _, err = run_cli(
         [
             "build",
+            # repeated KEY=VALUE options no longer swallow the positionals after them
+            "--version-info",
+            "FileVersion=1.2.3.4",
+            "--version-info",
+            "ProductName=Démo App",
             "app.exe",
             "app.py",
             "--base",
@@ -119,8 +127,6 @@ def test_icon_version_manifest_windowed(project: Path, capsys: pytest.CaptureFix
             "--icon",
             "app.ico",
             "--version-info",
-            "FileVersion=1.2.3.4",
-            "ProductName=Démo App",
             "CompanyName=Us",
             "--manifest",
             "app.manifest",
@@ -234,13 +240,22 @@ def test_user_errors(
     assert after == before, "an error left files behind or changed an input"
 
 
-def test_existing_output_needs_force(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_existing_output_file_is_replaced_atomically(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI rule: an output file is replaced (no --force), the old one intact until the
+    new one is complete; a failed build leaves it as it was and no temporary file."""
     (project / "app.exe").write_bytes(b"keep me")
-    code, _, err = run_cli(["build", "app.exe", "app.py", "--base", "base.exe"], capsys)
-    assert code == 2 and "--force" in err
+    code, _, err = run_cli(
+        ["build", "app.exe", "app.py", "--base", "base.exe", "--icon", "app.py"], capsys
+    )
+    assert code == 2 and "not an .ico file" in err
     assert (project / "app.exe").read_bytes() == b"keep me"
-    assert run_cli(["build", "app.exe", "app.py", "--base", "base.exe", "--force"], capsys)[0] == 0
+    assert not [p for p in project.iterdir() if p.name.startswith(".")]
+    code, _, err = run_cli(["build", "app.exe", "app.py", "--base", "base.exe"], capsys)
+    assert (code, err) == (0, "")
     assert bundled(project / "app.exe")[1] == ["-m", "app"]
+    assert not [p for p in project.iterdir() if p.name.startswith(".")]
 
 
 def test_build_into_a_missing_folder_names_the_folder(
@@ -338,7 +353,9 @@ def test_bat_python_side(
     )
     assert proc.returncode == 3
     assert proc.stdout == "args ['a b', 'c']\n"
-    assert run_cli(["bat", "tool.py"], capsys)[0] == 2  # exists: needs --force
+    (tmp_path / "tool.py").write_text("print('v2')\n")
+    assert run_cli(["bat", "tool.py"], capsys)[0] == 0  # an output file is replaced
+    assert (tmp_path / "tool.bat").read_bytes().endswith(b"print('v2')\n")
     assert run_cli(["bat", "tool.py", "--admin", "-o", "admin.bat"], capsys)[0] == 0
     assert (tmp_path / "admin.bat").read_bytes().startswith(build.BAT_ADMIN_LINE.encode() + b"\r\n")
     (tmp_path / "bom.py").write_bytes(b"\xef\xbb\xbfprint(1)\n")
@@ -364,3 +381,60 @@ def test_missing_arguments_name_only_the_required_ones() -> None:
     last = proc.stderr.splitlines()[-1]
     # FILE_OR_DIR is optional (nargs="*"): the error must not call it required.
     assert last == "exepy build: error: the following arguments are required: OUT, MAIN.py"
+
+
+def _exepy(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "exepy", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=cwd,
+        env=env,
+    )
+
+
+def test_json_to_stdout_and_to_a_file(project: Path) -> None:
+    """`--json -` puts JSON alone on stdout (the table goes to stderr); `--json FILE` writes
+    the file atomically and keeps the table on stdout."""
+    import json
+
+    assert _exepy("build", "app.exe", "app.py", "pkg", "--base", "base.exe").returncode == 0
+    proc = _exepy("list", "app.exe", "--json", "-")
+    assert proc.returncode == 0, proc.stderr
+    listing = json.loads(proc.stdout)
+    rcdata = [e for e in listing if e["type_name"] == "RT_RCDATA"]
+    assert [(e["type"], e["name"]) for e in rcdata] == [(10, 200), (10, 201)]
+    assert rcdata[0]["size"] == len(ei_pe.find_resource(project / "app.exe", 10, 200) or b"")
+    assert "TYPE" in proc.stderr and "TYPE" not in proc.stdout
+    proc = _exepy("list", "app.exe", "--json", "list.json")
+    assert proc.returncode == 0 and "TYPE" in proc.stdout
+    assert json.loads((project / "list.json").read_text()) == listing
+    proc = _exepy("extract", "app.exe", "-o", "out", "--json", "-")
+    files = json.loads(proc.stdout)
+    assert files["command"] == ["-m", "app"] and {"name": "app.py", "size": 40} in files["files"]
+    proc = _exepy("build", "b.exe", "app.py", "--base", "base.exe", "--json", "-")
+    built = json.loads(proc.stdout)
+    assert built["mode"] == "base" and built["size"] == (project / "b.exe").stat().st_size
+    assert proc.stderr.startswith("wrote b.exe")
+
+
+def test_runtime_list_json(tmp_path: Path) -> None:
+    import json
+
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = _exepy("runtime", "list", "--json", "-", env=env)
+    assert (proc.returncode, json.loads(proc.stdout)) == (0, [])
+    assert "no runtimes in" in proc.stderr
+
+
+def test_version_and_completion() -> None:
+    proc = _exepy("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("exepy ")
+    proc = _exepy("completion", "bash")
+    assert proc.returncode == 0 and "runtime" in proc.stdout and "--onefile" in proc.stdout
+    proc = _exepy("completion", "zsh")
+    assert proc.returncode == 0 and "#compdef exepy" in proc.stdout

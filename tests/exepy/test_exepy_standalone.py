@@ -533,7 +533,7 @@ def test_user_errors_are_one_line(
     before = sorted(project.iterdir())
     code, _, err = run_cli(args, capsys)
     assert code == 2
-    assert err.count("\n") == 1 and err.startswith("exepy ") and ": error: " in err
+    assert err.count("\n") == 1 and err.startswith("exepy: error: ")
     assert message in err, err
     assert sorted(project.iterdir()) == before
 
@@ -560,9 +560,9 @@ def test_a_runtime_the_launcher_cannot_start_is_refused(
         "3.12 and 3.13 only\n"
     )
     code, _, err = run_cli(["build", "o.exe", "hello.py", "--runtime", "rt314"], capsys)
-    assert (code, err) == (2, "exepy build: error: " + message)
+    assert (code, err) == (2, "exepy: error: " + message)
     code, _, err = run_cli(["runtime", "fetch", "--from", "rt314"], capsys)
-    assert (code, err) == (2, "exepy runtime: error: " + message)
+    assert (code, err) == (2, "exepy: error: " + message)
     assert not (project / "o.exe").exists()
     cached = project / "cache" / "exepy" / "runtimes"
     assert not cached.exists() or list(cached.iterdir()) == []
@@ -600,7 +600,12 @@ def test_runtime_fetch_from_a_folder_and_list(
     code, out, _ = run_cli(["runtime", "list"], capsys)
     assert code == 0 and "no runtimes" in out
     code, out, err = run_cli(["runtime", "fetch", "3.12", "--from", str(found.path)], capsys)
-    assert (code, err) == (0, "")
+    assert code == 0
+    # where it came from and how python.exe and the DLL were checked, on stderr
+    assert err.splitlines() == [
+        f"CPython {found.version} from {found.path}",
+        f"checked: python.exe, {found.dll}: SHA-256 pinned for CPython {found.version}",
+    ]
     cached = tmp_path / "cache" / "exepy" / "runtimes" / found.version
     assert out.strip() == str(cached) and (cached / found.dll).is_file()
     code, out, _ = run_cli(["runtime", "list"], capsys)
@@ -622,7 +627,8 @@ def test_runtime_fetch_from_a_folder_and_list(
             out_zip.write(file, file.name)
     shutil.rmtree(cached)
     code, out, err = run_cli(["runtime", "fetch", "--from", str(archive)], capsys)
-    assert (code, err, out.strip()) == (0, "", str(cached))
+    assert (code, out.strip()) == (0, str(cached))
+    assert f"from {archive} ({archive.stat().st_size / 1e6:.1f} MB)" in err
     assert runtime.inspect_runtime(cached).version == found.version
     # a 32-bit distribution is refused, naming the machine
     (tmp_path / "x86").mkdir()
@@ -670,7 +676,7 @@ def test_unwritable_output_names_the_target(project: Path, readonly: Path) -> No
             check=False,
         )
         assert proc.returncode == 2
-        assert proc.stderr == f"exepy build: error: cannot write {target}: Read-only file system\n"
+        assert proc.stderr == f"exepy: error: cannot write {target}: Read-only file system\n"
 
 
 def test_read_only_cache_still_builds_with_compiled_embeddedimport(
@@ -816,3 +822,98 @@ def test_without_wine_the_app_compiles_embeddedimport_at_start(
     proc = runner.run([str(result.exe)])
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
     assert proc.stdout.decode().strip() == "hello (3, 13)"
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+    }
+
+
+def test_builds_are_reproducible(tmp_path: Path) -> None:
+    """The same inputs and SOURCE_DATE_EPOCH give the same bytes: other folders, umasks, file
+    times and time zones change nothing (onefile, onedir and a base build alike)."""
+    found = _runtime("3.13")
+    outputs = []
+    for index, (umask, zone, mtime) in enumerate(
+        [("022", "UTC", 1_600_000_000), ("077", "America/Los_Angeles", 1_700_000_000)]
+    ):
+        root = tmp_path.joinpath(f"machine{index}", *["deep"] * index, "src")
+        (root / "pkg").mkdir(parents=True)
+        (root / "app.py").write_text("import pkg\nprint(pkg.VALUE)\n")
+        (root / "pkg" / "__init__.py").write_text("VALUE = 42\n")
+        (root / "pkg" / "data.txt").write_text("data\n")
+        for path in root.rglob("*"):
+            os.utime(path, (mtime, mtime))
+        make_wheel(root, "purewheel", "py3-none-any", PURE_WHEEL_FILES)
+        env = {**os.environ, "TZ": zone, "SOURCE_DATE_EPOCH": "1700000000"}
+        common = [
+            "app.py",
+            "pkg",
+            "--runtime",
+            found.version,
+            "--wheel",
+            "purewheel-1.0-py3-none-any.whl",
+        ]
+        for args in (["one.exe", *common, "--onefile"], ["dist", *common, "--onedir"]):
+            proc = subprocess.run(
+                ["sh", "-c", f'umask {umask} && exec "$@"', "sh", sys.executable, "-m", "exepy",
+                 "build", *args],
+                cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr
+        outputs.append(((root / "one.exe").read_bytes(), _tree(root / "dist")))
+    (one_a, dist_a), (one_b, dist_b) = outputs
+    assert len(one_a) == len(one_b)
+    differing = sum(a != b for a, b in zip(one_a, one_b, strict=True))
+    assert differing == 0, f"the two onefile builds differ in {differing} bytes"
+    assert sorted(dist_a) == sorted(dist_b) and len(dist_a) > 20
+    assert [name for name in dist_a if dist_a[name] != dist_b[name]] == []
+
+
+def test_create_app_exe_writes_that_exe(
+    project: Path, capsys: pytest.CaptureFixture[str], runner: Runner
+) -> None:
+    """The original's spelling `exepy create app.exe main.py`: OUT ending in .exe is that exe
+    (one file), not a folder named app.exe; an existing exe is replaced, a folder needs -f."""
+    found = _runtime("3.13")
+    code, out, err = run_cli(["create", "app.exe", "hello.py", "--runtime", found.version], capsys)
+    assert (code, err) == (0, "") and "onefile" in out
+    assert (project / "app.exe").is_file()
+    ran = runner.run([str(project / "app.exe")])
+    assert (ran.returncode, ran.stdout.decode().strip()) == (0, "hello")
+    assert run_cli(["c", "app.exe", "hello.py", "--runtime", found.version], capsys)[0] == 0
+    code, _, err = run_cli(
+        ["c", "x.exe", "hello.py", "--runtime", found.version, "--onedir"], capsys
+    )
+    assert code == 2 and "--onedir writes a folder, but OUT x.exe ends in .exe" in err
+    assert not (project / "x.exe").exists()
+
+
+def test_runtime_fetch_checks_python_exe_and_dll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A runtime whose python.exe or DLL is not python.org's is refused before it is cached:
+    by the pinned SHA-256, else by its Authenticode signature (osslsigncode)."""
+    found = _runtime("3.13")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cache = tmp_path / "cache" / "exepy" / "runtimes"
+    tampered = tmp_path / "tampered"
+    shutil.copytree(found.path, tampered)
+    dll = bytearray((tampered / found.dll).read_bytes())
+    dll[0x1000] ^= 0xFF  # inside the code, not the headers or the version resource
+    (tampered / found.dll).write_bytes(bytes(dll))
+    code, _, err = run_cli(["runtime", "fetch", "--from", str(tampered)], capsys)
+    assert code == 2 and f"{found.dll} differs from python.org's CPython {found.version}" in err
+    assert not cache.exists() or list(cache.iterdir()) == []
+    # a version without pinned hashes: the Authenticode digest and signer decide
+    require_command("osslsigncode", "osslsigncode")
+    monkeypatch.setattr(runtime, "PINNED_SHA256", {})
+    code, _, err = run_cli(["runtime", "fetch", "--from", str(tampered)], capsys)
+    assert code == 2 and f"{found.dll} was changed after it was signed" in err, err
+    assert list(cache.iterdir()) == []
+    code, _, err = run_cli(["runtime", "fetch", "--from", str(found.path)], capsys)
+    assert code == 0 and "Authenticode, Python Software Foundation" in err, err
+    # --no-verify caches a build of one's own
+    code, _, err = run_cli(["runtime", "fetch", "--from", str(tampered), "--no-verify"], capsys)
+    assert code == 0 and "not checked (--no-verify)" in err

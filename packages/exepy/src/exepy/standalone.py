@@ -29,13 +29,15 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
 import zipfile
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import embeddedimport
 from embeddedimport import bundle
@@ -111,6 +113,7 @@ with zipfile.ZipFile(target + ".part", "w") as out:
             code = compile(data, "embeddedimport\\\\" + name, "exec", dont_inherit=True)
             pyc = external._code_to_hash_pyc(code, importlib.util.source_hash(data), False)
             out.writestr("embeddedimport/" + name[:-3] + ".pyc", bytes(pyc))
+            print(name, flush=True)  # one line per module: the builder's progress bar
             if name[:-3] in BOOT_EMBEDDEDIMPORT:
                 module = "embeddedimport" + ("" if name == "__init__.py" else "." + name[:-3])
                 boot[module] = ("embeddedimport/" + name, code)
@@ -143,11 +146,14 @@ def _windows_path(path: Path) -> str:
     return str(path) if sys.platform == "win32" else "Z:" + str(path).replace("/", "\\")
 
 
-def _run_runtime_python(runtime: Runtime, args: list[str], scratch: Path) -> bool:
+def _run_runtime_python(
+    runtime: Runtime, args: list[str], scratch: Path, on_line: Callable[[str], None] | None = None
+) -> bool:
     """Run the runtime's python.exe (natively on Windows, else under Wine if installed).
 
     Wine's prefix lives in exepy's cache; where that cannot be written (a read-only home)
-    a new one is made in *scratch*, a temporary folder of the caller.
+    a new one is made in *scratch*, a temporary folder of the caller. *on_line* gets each
+    line it prints while it runs.
     """
     command = [str(runtime.path / "python.exe"), "-I", *args]
     env = dict(os.environ)
@@ -173,21 +179,31 @@ def _run_runtime_python(runtime: Runtime, args: list[str], scratch: Path) -> boo
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
-        assert proc.stdin is not None
+        assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.close()
+        if on_line is not None:
+            # A daemon thread: a Wine service may keep the pipe open after python.exe ends.
+            stream, report = proc.stdout, on_line
+            threading.Thread(
+                target=lambda: [report(line.decode("utf-8", "replace")) for line in stream],
+                daemon=True,
+            ).start()
         return proc.wait(timeout=300) == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
 
 
-def embeddedimport_bytecode(runtime: Runtime) -> list[tuple[str, bytes]] | None:
+def embeddedimport_bytecode(
+    runtime: Runtime, *, progress: bool = False
+) -> list[tuple[str, bytes]] | None:
     """embeddedimport compiled by *runtime*'s own CPython, cached; ``None`` if it cannot run.
 
     Compiling embeddedimport's sources at every start costs more than CPython's whole
     start-up (about 0.1 s under Wine), and only the runtime's own compiler writes bytecode
     it accepts: python.exe runs natively on Windows and under Wine elsewhere. The result
     is cached per runtime version and source hash in ``~/.cache/exepy/bytecode``; where
-    that cannot be written (a read-only home), it is compiled for this build only.
+    that cannot be written (a read-only home), it is compiled for this build only. With
+    *progress*, a bar on stderr counts the compiled modules (the first build's slow step).
     """
     sources = _embeddedimport_sources()
     digest = hashlib.sha256(_compile_script().encode())
@@ -208,7 +224,23 @@ def embeddedimport_bytecode(runtime: Runtime) -> list[tuple[str, bytes]] | None:
         script = Path(folder) / "compile.py"
         script.write_text(_compile_script())
         paths = [_windows_path(p) for p in (script, Path(folder) / "src", target)]
-        if not _run_runtime_python(runtime, paths, Path(folder)) or not target.is_file():
+        bar: Any = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(
+                total=len(sources),
+                unit="module",
+                desc=f"compiling embeddedimport with Python {runtime.version}",
+            )
+        try:
+            ran = _run_runtime_python(
+                runtime, paths, Path(folder), None if bar is None else lambda _: bar.update()
+            )
+        finally:
+            if bar is not None:
+                bar.close()
+        if not ran or not target.is_file():
             return None
         return _read_zip(target)
 
@@ -224,13 +256,39 @@ def stdlib_zip(runtime: Runtime, bytecode: list[tuple[str, bytes]] | None) -> by
         data = io.BytesIO(runtime.stdlib_zip.read_bytes())
     except OSError as exc:
         raise BuildError(f"cannot read {runtime.stdlib_zip}: {exc.strerror}") from None
+    stamp = zip_timestamp()
     with zipfile.ZipFile(data, "a", compression=zipfile.ZIP_DEFLATED) as archive:
         present = set(archive.namelist())
         for name, content in [*_embeddedimport_sources(), *(bytecode or [])]:
             if name in present:
                 raise BuildError(f"the runtime's standard library already has {name}")
-            archive.writestr(name, content)
+            # A fixed time and mode, not the build's clock and time zone: the same inputs
+            # give the same bytes on any machine (reproducible builds).
+            info = zipfile.ZipInfo(name, date_time=stamp)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            info.create_system = 3  # Unix: the mode above is what it says on any OS
+            archive.writestr(info, content)
     return data.getvalue()
+
+
+def zip_timestamp() -> tuple[int, int, int, int, int, int]:
+    """The time stored in zip entries exepy adds: ``SOURCE_DATE_EPOCH`` in UTC if set (the
+    reproducible-builds convention), else 1980-01-01 (zip's first day); never the clock."""
+    import time
+
+    text = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not text:
+        return (1980, 1, 1, 0, 0, 0)
+    try:
+        seconds = int(text)
+    except ValueError:
+        raise BuildError(
+            f"SOURCE_DATE_EPOCH={text!r} is not a number of seconds since 1970"
+        ) from None
+    # zip can store 1980-2107 only, in 2-second steps (zipfile rounds down).
+    stamp = time.gmtime(min(max(seconds, 315532800), 4354819198))
+    return (stamp.tm_year, stamp.tm_mon, stamp.tm_mday, stamp.tm_hour, stamp.tm_min, stamp.tm_sec)
 
 
 @functools.lru_cache(maxsize=4)
@@ -269,6 +327,7 @@ def build_standalone(
     manifest: Path | None = None,
     windowed: bool = False,
     force: bool = False,
+    progress: bool = False,
     cwd: Path | None = None,
     wheels: Sequence[Path] = (),
     requirements: Path | None = None,
@@ -277,12 +336,16 @@ def build_standalone(
 
     *wheels* (pure-Python wheel files) and the wheels ``pip download`` finds for
     *requirements* go into the bundle next to the app's files (see :mod:`exepy.wheels`).
-    Nothing is written unless everything succeeds; *output* must not exist unless *force*.
+    Nothing is written unless everything succeeds; an existing exe is replaced atomically,
+    an existing onedir folder only with *force*. *progress*: bars on stderr for slow steps.
     """
     cwd = _absolute(cwd or Path.cwd())
     target = _absolute(cwd / output)
-    if target.exists() and not force:
-        raise BuildError(f"{os.fspath(output)} already exists; pass --force to overwrite it")
+    # An exe is replaced atomically; a folder only when asked (the repository's CLI rule).
+    if target.is_dir() and not onefile and not force:
+        raise BuildError(
+            f"the folder {os.fspath(output)} already exists; pass --force to replace it"
+        )
     if not target.parent.is_dir():
         raise BuildError(f"the output folder {target.parent} does not exist; create it first")
     if onefile and target.is_dir():
@@ -315,7 +378,7 @@ def build_standalone(
     apply_app_resources(
         editor, cwd, icon=icon, version=version, manifest=manifest, windowed=windowed
     )
-    bytecode = embeddedimport_bytecode(runtime)
+    bytecode = embeddedimport_bytecode(runtime, progress=progress)
     if bytecode is not None:
         editor.set(bundle.RT_RCDATA, BOOT_ID, dict(bytecode)[_BOOT_TABLE])
         bytecode = [(name, code) for name, code in bytecode if name != _BOOT_TABLE]
