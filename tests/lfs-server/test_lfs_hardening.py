@@ -31,9 +31,37 @@ def api(server: Server) -> Api:
     return Api(server)
 
 
+def _descendants(pid: int) -> list[int]:
+    """*pid*'s child processes, their children, and so on (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat_file.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
 def body_dir_bytes(server: Server) -> int:
-    """Bytes nginx holds in its body temp folder right now."""
-    return sum(p.stat().st_size for p in (server.data / "tmp/body").rglob("*") if p.is_file())
+    """Bytes nginx holds in its body temp folder right now, counting the temporary files it
+    has already unlinked but keeps open (a buffered API body is such a file)."""
+    body = server.data / "tmp/body"
+    total = sum(p.stat().st_size for p in body.rglob("*") if p.is_file())
+    for pid in _descendants(server.proc.pid):
+        for fd in Path(f"/proc/{pid}/fd").glob("*"):
+            try:
+                target = os.readlink(fd)
+                if target.startswith(f"{body}/") and target.endswith(" (deleted)"):
+                    total += fd.stat().st_size
+            except OSError:
+                continue
+    return total
 
 
 # --- 1. a rejected upload makes `git push` fail and leaves the remote ref alone ----------
@@ -264,7 +292,7 @@ def test_absurd_size_is_a_per_object_error(api: Api) -> None:
 
 
 def test_batch_body_is_not_parsed_before_credentials(server: Server) -> None:
-    junk = b"[" * (12 << 20)  # 12 MiB that is not JSON
+    junk = b"[" * (900 << 10)  # 900 KiB that is not JSON (API bodies may have 1 MiB)
     url = server.lfs("harden/big") + "/objects/batch"
     r = requests.post(url, data=junk, headers={"Content-Type": "application/json"}, timeout=60)
     assert_lfs_error(r, 401, "credentials")
@@ -303,3 +331,66 @@ def test_chunked_upload_without_length_is_refused_before_its_body(api: Api, serv
         on_disk = body_dir_bytes(server)
     assert answer.split(b" ")[1] == b"411", answer[:300]
     assert on_disk == 0
+
+
+# --- issue 25 M1: no unauthenticated body reaches the disk -------------------------------
+
+
+def test_unauthenticated_api_bodies_never_reach_the_disk(server: Server) -> None:
+    """20 connections without a login each send most of an API body and keep it open:
+    nginx used to spill each to a (deleted) temporary file in the body folder, up to 16 MiB
+    a request; now the whole allowance fits its memory buffer and a larger one is 413
+    before its body is read."""
+    port = int(server.url.rsplit(":", 1)[1])
+    path = "/harden/m1.git/info/lfs/objects/batch"
+    length = (1 << 20) - 100
+    socks = []
+    try:
+        for _ in range(20):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            socks.append(sock)
+            head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n"
+            sock.sendall(head.encode() + b"[" * (length - 1000))
+        time.sleep(0.5)
+        held = body_dir_bytes(server)
+        assert held == 0, f"nginx holds {held} bytes of unauthenticated bodies on disk"
+        for sock in socks:
+            sock.sendall(b"[" * 1000)
+            assert sock.recv(4096).split(b" ")[1] == b"401"
+    finally:
+        for sock in socks:
+            sock.close()
+    status, on_disk = raw_post(server, path, 15 << 20)
+    assert status.split(" ")[1:2] == ["413"] and on_disk == 0, (status, on_disk)
+
+
+@pytest.mark.parametrize("variant", [";x", "/", "UPPER", "+"])
+def test_upload_path_variants_are_refused_before_their_body(
+    api: Api, server: Server, variant: str
+) -> None:
+    """Paths beside the upload location (`;x`, a trailing `/`, an upper-case oid, `+size`)
+    fell through to the API location, which wrote their bodies to disk."""
+    oid = oid_of(b"v" * 10)
+    size = 10 << 20
+    base = "/harden/variants.git/info/lfs/upload"
+    path = {
+        ";x": f"{base}/{oid}/{size};x",
+        "/": f"{base}/{oid}/{size}/",
+        "UPPER": f"{base}/{oid.upper()}/{size}",
+        "+": f"{base}/{oid}/+{size}",
+    }[variant]
+    status, on_disk = raw_put(server, path, {}, size)
+    assert status.split(" ")[1:2] == ["404"], status
+    assert on_disk == 0, f"nginx wrote {on_disk} bytes of a body it then refused"
+
+
+def raw_post(server: Server, path: str, length: int) -> tuple[str, int]:
+    """POST without a login declaring *length* bytes; (status line, bytes in the body folder)."""
+    port = int(server.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n".encode()
+        )
+        sock.settimeout(8)
+        answer = sock.recv(4096)
+        return answer.split(b"\r\n", 1)[0].decode("latin-1"), body_dir_bytes(server)

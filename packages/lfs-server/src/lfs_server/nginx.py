@@ -36,8 +36,8 @@ _NGINX_ERRORS: tuple[tuple[int, int, str], ...] = (
     (
         413,
         413,
-        "request body is too large: API requests take up to 16m of JSON, uploads objects"
-        " of {max_body}",
+        "request body is too large: API requests take up to {api_max_body} bytes of JSON,"
+        " uploads objects of {max_body}",
     ),
     (414, 414, "request URI is too long"),
     (416, 416, "the requested range is not satisfiable for this object"),
@@ -75,10 +75,10 @@ def _error_pages(indent: str, upload: bool) -> str:
     return "\n".join(lines)
 
 
-def _error_locations(max_body: str) -> str:
+def _error_locations(max_body: str, api_max_body: int) -> str:
     lines = []
     for status, sent, message in _NGINX_ERRORS:
-        text = message.format(max_body=max_body)
+        text = message.format(max_body=max_body, api_max_body=api_max_body)
         body = '{"message": "%s", "request_id": "$request_id"}\\n' % text  # noqa: UP031
         lines.append(f"            location = /_lfs_error/{status} {{ return {sent} '{body}'; }}")
     return "\n".join(lines)
@@ -168,6 +168,11 @@ def _refused_returns(indent: str) -> str:
     return "\n".join(lines)
 
 
+def api_max_body(config: Config) -> int:
+    """Bytes an API request body may have: a full batch request fits (~100 bytes an object)."""
+    return max(1 << 20, config.max_batch_objects * 512)
+
+
 def socket_path(config: Config) -> str:
     """The unix socket gunicorn listens on and only nginx connects to."""
     return str(config.run_dir / "gunicorn.sock")
@@ -204,8 +209,10 @@ def render_nginx_config(
         "upload_check": UPLOAD_CHECK_PATH,
         "refused_returns": _refused_returns("            "),
         "message_507": dict((s, m) for s, _sent, m in _NGINX_ERRORS)[507],
+        "api_max_body": str(api_max_body(config)),
         "error_locations": _error_locations(
-            f"up to {max_body} bytes" if config.max_object_size else "any size"
+            f"up to {max_body} bytes" if config.max_object_size else "any size",
+            api_max_body(config),
         ),
     }
     text = template
