@@ -493,3 +493,73 @@ def test_pth_line_filters_before_importing_anything(
     namespace = {"__builtins__": {"__import__": fake_import}}
     exec(SHIPPED_PTH.read_text(), namespace)
     assert calls == (["activate"] if activates else [])
+
+
+SPAWN = "from multiprocessing.spawn import spawn_main; spawn_main(parent_pid=12, pipe_handle=345)"
+CHILD = {"parent_pid": 12, "pipe_handle": 345}
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["--multiprocessing-fork", "parent_pid=12", "pipe_handle=345"],
+            {"parent_pid": 12, "pipe_handle": 345},
+        ),
+        (["--multiprocessing-fork", "tracker_fd=None"], {"tracker_fd": None}),
+        (
+            ["-I", "-S", "-c", SPAWN, "--multiprocessing-fork"],
+            {"parent_pid": 12, "pipe_handle": 345},
+        ),
+        # the app's own arguments stay the app's
+        (["-c", "config.ini"], None),
+        (["-c", SPAWN], None),
+        (["-c", "import os; os.system('x')", "--multiprocessing-fork"], None),
+        (["input.txt", "-c", SPAWN, "--multiprocessing-fork"], None),
+        (["--multiprocessing-fork", "parent_pid=__import__('os')"], None),
+        ([], None),
+    ],
+)
+def test_multiprocessing_child_command_lines(args: list[str], expected: object) -> None:
+    from embeddedimport._startup import multiprocessing_child
+
+    assert multiprocessing_child(args) == expected
+
+
+MP_APP = b"""\
+import multiprocessing
+import os
+import sys
+
+
+def square(x):
+    return x * x
+
+
+if __name__ == "__main__":
+    with open(os.environ["MP_STARTS"], "a") as log:
+        log.write(f"{os.getpid()} {sys.orig_argv!r}\\n")
+    if "MP_DEPTH" not in os.environ:
+        os.environ["MP_DEPTH"] = "1"
+        # What Windows does by itself: the child interpreter is the exe.
+        os.environ["EMBEDDEDIMPORT_EXECUTABLE"] = sys.argv[0].rpartition(os.sep)[0]
+        with multiprocessing.get_context("spawn").Pool(2) as pool:
+            print(sum(pool.map_async(square, range(10)).get(timeout=30)))
+"""
+
+
+def test_a_multiprocessing_child_of_the_hook_runs_spawn_code_not_the_app(
+    hook_python: Path, make_exe: MakeExe, tmp_path: Path
+) -> None:
+    exe = make_exe([("main.py", MP_APP)])
+    starts = tmp_path / "starts.txt"
+    done = subprocess.run(
+        [str(hook_python)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_env(**{ENV_VAR: str(exe), "MP_STARTS": str(starts)}),
+        timeout=120,
+    )
+    assert (done.returncode, done.stdout) == (0, "285\n"), done.stderr
+    assert len(starts.read_text().splitlines()) == 1, starts.read_text()  # not in workers

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from types import CodeType, FrameType
     from typing import Any
 
-__all__ = ["standalone", "start"]
+__all__ = ["multiprocessing_child", "standalone", "start"]
 
 
 def start(executable: str, data: bytes, argv: "Sequence[str] | None") -> None:
@@ -46,6 +46,12 @@ def start(executable: str, data: bytes, argv: "Sequence[str] | None") -> None:
         if argv[:1] == ["--"]:
             del argv[0]
     user_args = list(argv)
+    if _multiprocessing_code(user_args):
+        # A multiprocessing child (spawn's "-c ... --multiprocessing-fork", the resource
+        # tracker): CPython runs that code itself once site has finished; the app's modules
+        # must be importable.
+        install(bundle=bundle, index=0)
+        return
 
     def run_application() -> None:
         from .runtime import CommandLineError, exit_status, finish, launch, report
@@ -84,6 +90,7 @@ def standalone(
     """
     if table is not None:
         sys.meta_path.insert(0, _BootTable(table, sys.path[0]))
+    _as_frozen()
     from .bundle import BundleError, unpack_command
     from .importer import Bundle, BundleNotFoundError
     from .runtime import CommandLineError, exit_status, launch, report
@@ -98,6 +105,10 @@ def standalone(
     except (BundleNotFoundError, BundleError) as exc:
         _fatal(f"cannot start the bundled application: {exc}")
         return
+    child = multiprocessing_child(sys.argv[1:])
+    if child is not None:
+        _run_multiprocessing_child(bundle, child)
+        return
     error: BaseException | None = None
     try:
         launch(bundle.executable, sys.argv[1:], bundle=bundle)
@@ -107,6 +118,98 @@ def standalone(
     except BaseException as exc:  # everything, as CPython's main loop does
         error = exc
     raise SystemExit(exit_status(error, report))
+
+
+def _as_frozen() -> None:
+    """Describe the standalone app the way other freezers do.
+
+    ``sys.frozen`` tells multiprocessing (and many libraries) that ``sys.executable`` is
+    the app, not python.exe: spawn then starts children as ``app.exe
+    --multiprocessing-fork ...``. The prefixes name the runtime's folder (the one holding
+    ``python3XY.dll``: beside the exe in --onedir, the unpacked cache in --onefile)
+    instead of what CPython's path calculation makes of an exe without a Lib folder: the
+    working folder.
+    """
+    sys.frozen = True  # type: ignore[attr-defined]
+    folder = None
+    handle = getattr(sys, "dllhandle", None)
+    if handle is not None:
+        import _winapi  # built in on Windows
+
+        dll = _winapi.GetModuleFileName(handle)  # type: ignore[attr-defined]
+        folder = os.path.dirname(dll)  # noqa: PTH120
+    elif len(sys.path) > 1:
+        folder = sys.path[-1]  # the launcher's second entry: the runtime's folder
+    if folder:
+        sys.prefix = sys.exec_prefix = sys.base_prefix = sys.base_exec_prefix = folder
+    # multiprocessing starts sys._base_executable instead when the two differ (venvs).
+    sys._base_executable = sys.executable  # type: ignore[attr-defined]
+
+
+_SPAWN_CODE = "from multiprocessing.spawn import spawn_main; spawn_main("
+
+
+def multiprocessing_child(args: "Sequence[str]") -> "dict[str, int | None] | None":
+    """The ``spawn_main`` keywords if *args* are multiprocessing's child command line.
+
+    Two forms: the frozen one (``--multiprocessing-fork parent_pid=N pipe_handle=M``, what
+    spawn writes when ``sys.frozen`` is set) and the interpreter's (``[options] -c "from
+    multiprocessing.spawn import spawn_main; spawn_main(parent_pid=N, pipe_handle=M)"
+    --multiprocessing-fork``, written by code that ran without ``sys.frozen``). Anything
+    else is the app's command line, its own ``-c`` included.
+    """
+    if not args:
+        return None
+    if args[0] == "--multiprocessing-fork":
+        pairs = list(args[1:])
+    elif (
+        args[-1] == "--multiprocessing-fork"
+        and len(args) >= 3
+        and args[-3] == "-c"
+        and args[-2].startswith(_SPAWN_CODE)
+        and args[-2].endswith(")")
+        and all(option.startswith("-") for option in args[:-3])
+    ):
+        pairs = [pair.strip() for pair in args[-2][len(_SPAWN_CODE) : -1].split(",")]
+    else:
+        return None
+    keywords: dict[str, int | None] = {}
+    for pair in pairs:
+        name, equals, value = pair.partition("=")
+        if not equals or not name.isidentifier():
+            return None
+        if value == "None":
+            keywords[name] = None
+        elif value.isdigit():
+            keywords[name] = int(value)
+        else:
+            return None
+    return keywords
+
+
+def _multiprocessing_code(args: "Sequence[str]") -> bool:
+    """Whether *args* are ``[options] -c CODE [--multiprocessing-fork]`` with one of
+    multiprocessing's own child programs as CODE (spawn, resource tracker, forkserver)."""
+    if args[-1:] == ["--multiprocessing-fork"]:
+        args = args[:-1]
+    return (
+        len(args) >= 2
+        and args[-2] == "-c"
+        and args[-1].startswith("from multiprocessing.")
+        and all(option.startswith("-") for option in args[:-2])
+    )
+
+
+def _run_multiprocessing_child(bundle: "Any", keywords: "dict[str, int | None]") -> None:
+    """Run multiprocessing's child code (what ``freeze_support()`` does), never the app;
+    the bundle is importable so that the parent's main module and pickled functions load."""
+    from .importer import install
+
+    install(bundle=bundle, index=0)
+    from multiprocessing.spawn import spawn_main
+
+    spawn_main(**keywords)  # type: ignore[arg-type]
+    raise SystemExit(0)  # spawn_main exits with the child's status itself
 
 
 class _BootTable:

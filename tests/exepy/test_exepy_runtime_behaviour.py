@@ -1,0 +1,189 @@
+"""What a standalone app sees at run time from embeddedimport and exepy's launcher, run with
+official Windows CPython (3.11 and 3.13) under Wine in a fresh prefix (natively on Windows):
+multiprocessing without freeze_support(), sys.frozen, the prefixes.
+
+ProcessPoolExecutor is not tested here: it hangs under Wine 8 even in the runtime's own
+python.exe (a Wine gap, issue 22); Pool and Process are.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from components import missing, require_command
+from exepy import runtime, standalone
+
+NATIVE = sys.platform == "win32"
+pytestmark = [] if NATIVE else [pytest.mark.wine]
+
+VERSIONS = ["3.11", "3.13"]
+
+MP_APP = """\
+import json
+import multiprocessing
+import os
+import sys
+
+
+def square(x):
+    return x * x
+
+
+def child(queue):
+    queue.put([os.getpid(), getattr(sys, "frozen", None), __name__])
+
+
+def main():
+    with open(os.environ["MP_STARTS"], "a", encoding="utf-8") as log:
+        log.write(f"{os.getpid()} {sys.argv[1:]!r}\\n")
+    if sys.argv[1:2] == ["-c"]:  # the app's own -c option
+        print(json.dumps({"argv": sys.argv[1:]}))
+        return
+    with multiprocessing.Pool(2) as pool:
+        squares = pool.map_async(square, range(10)).get(timeout=60)
+    queue = multiprocessing.Queue()
+    process = multiprocessing.Process(target=child, args=(queue,))
+    process.start()
+    got = queue.get(timeout=60)
+    process.join(60)
+    dll = f"python3{sys.version_info[1]}.dll"
+    print(json.dumps({
+        "frozen": getattr(sys, "frozen", None),
+        "prefixes": [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix],
+        "dll_in_prefix": os.path.isfile(os.path.join(sys.prefix, dll)),
+        "executable": sys.executable,
+        "base_executable": sys._base_executable,
+        "squares": sum(squares),
+        "child": got,
+        "exitcode": process.exitcode,
+        "pid": os.getpid(),
+    }))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@dataclass
+class Runner:
+    """Runs Windows programs with pipes: directly on Windows, else under Wine."""
+
+    launcher: list[str]
+    env: dict[str, str]
+
+    def run(self, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*self.launcher, *args],
+            env={**self.env, **env},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=240,
+            check=False,
+        )
+
+
+def windows_path(path: Path) -> str:
+    """*path* as the app sees it: itself on Windows, on Wine's Z: drive elsewhere."""
+    if NATIVE:
+        return str(path.resolve())
+    return "Z:" + str(path.resolve()).replace("/", "\\")
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
+    if NATIVE:
+        local = tmp_path_factory.mktemp("localappdata")
+        env = {**os.environ, "LOCALAPPDATA": str(local)}
+        env.pop("PYTHONPATH", None)
+        yield Runner([], env)
+        return
+    wine = require_command("wine", "wine")
+    server = require_command("wineserver", "wine")
+    prefix = tmp_path_factory.mktemp("fresh-prefix")
+    env = {
+        **os.environ,
+        "WINEPREFIX": str(prefix),
+        "WINEDEBUG": "-all",
+        "WINEDLLOVERRIDES": "mscoree,mshtml=",
+        "DISPLAY": "",
+    }
+    env.pop("PYTHONPATH", None)
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    subprocess.run([server, "-p"], env=env, check=True, timeout=60, **quiet)  # type: ignore[arg-type]
+    try:
+        subprocess.run([wine, "cmd", "/c", "exit"], env=env, timeout=180, check=False, **quiet)  # type: ignore[arg-type]
+        assert not list((prefix / "drive_c").rglob("python*.exe")), "the prefix has a Python"
+        yield Runner([wine], env)
+    finally:
+        subprocess.run([server, "-k"], env=env, check=False, timeout=60)
+
+
+def _runtime(version: str) -> runtime.Runtime:
+    try:
+        return runtime.fetch(version)
+    except runtime.PythonRuntimeError as exc:
+        missing(f"the Python {version} embeddable runtime", str(exc))
+        raise
+
+
+@dataclass
+class Apps:
+    onedir: Path
+    onefile: Path
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def mp_apps(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Apps:
+    found = _runtime(request.param)
+    source = tmp_path_factory.mktemp("mp-source")
+    (source / "mpapp.py").write_text(MP_APP, encoding="utf-8")
+    out = tmp_path_factory.mktemp(f"mp-built-{request.param}")
+    onedir = standalone.build_standalone(out / "dist", Path("mpapp.py"), cwd=source, runtime=found)
+    onefile = standalone.build_standalone(
+        out / "mpapp.exe", Path("mpapp.py"), cwd=source, runtime=found, onefile=True
+    )
+    return Apps(onedir.exe, onefile.exe)
+
+
+@pytest.mark.parametrize("mode", ["onedir", "onefile"])
+def test_multiprocessing_without_freeze_support(
+    mp_apps: Apps, runner: Runner, mode: str, tmp_path: Path
+) -> None:
+    exe: Path = getattr(mp_apps, mode)
+    starts = tmp_path / "starts.txt"
+    done = runner.run([str(exe)], {"MP_STARTS": windows_path(starts)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.splitlines()[-1])
+    # The app ran once: Pool's workers and the Process ran multiprocessing's child code.
+    assert len(starts.read_text(encoding="utf-8").splitlines()) == 1, starts.read_text()
+    assert report["squares"] == 285
+    child_pid, child_frozen, child_name = report["child"]
+    assert child_pid != report["pid"] and child_frozen is True and child_name == "__mp_main__"
+    assert report["exitcode"] == 0
+    assert report["frozen"] is True
+    assert report["executable"] == report["base_executable"] == windows_path(exe)
+    prefixes = report["prefixes"]
+    assert len(set(prefixes)) == 1 and report["dll_in_prefix"], prefixes
+    if mode == "onedir":
+        assert prefixes[0] == windows_path(exe.parent)
+    else:  # the unpacked runtime, not the working folder
+        assert "\\exepy\\runtimes\\" in prefixes[0], prefixes
+
+
+def test_the_apps_own_dash_c_stays_the_apps(mp_apps: Apps, runner: Runner, tmp_path: Path) -> None:
+    starts = tmp_path / "starts.txt"
+    done = runner.run(
+        [str(mp_apps.onefile), "-c", "config.ini"], {"MP_STARTS": windows_path(starts)}
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == {"argv": ["-c", "config.ini"]}
