@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from exepy import _clikit
+from exepy.tkcli import add_tk_build_option, add_tk_command
 
 _BUILD_DESCRIPTION = """\
 Pack MAIN.py and the given files and folders into a Windows executable: the bundle
@@ -123,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _clikit.add_json_option(build, "what was built (exe, size, sha256, files)")
     _clikit.add_progress_option(build)
+    add_tk_build_option(build)
     build.set_defaults(func=_build)
 
     runtime = commands.add_parser(
@@ -168,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     runtime_list = runtime_commands.add_parser("list", help="print the cached runtimes")
     _clikit.add_json_option(runtime_list, "the runtimes")
     runtime_list.set_defaults(func=_runtime_list)
+    add_tk_command(runtime_commands)
 
     listing = commands.add_parser("list", help="print the resource tree of an exe or dll")
     listing.add_argument("exe", metavar="EXE", type=Path)
@@ -281,6 +284,7 @@ def _build(args: argparse.Namespace) -> None:
         wheels=args.wheel,
         requirements=args.requirement,
         progress=_clikit.progress_enabled(args),
+        full_tcl=args.full_tcl,
         **_exe_options(args),
     )
     _warn(made.warnings)

@@ -42,6 +42,7 @@ from typing import Any
 import embeddedimport
 from embeddedimport import bundle
 
+from exepy import tk
 from exepy.build import (
     BuildError,
     _absolute,
@@ -292,11 +293,11 @@ def zip_timestamp() -> tuple[int, int, int, int, int, int]:
 
 
 @functools.lru_cache(maxsize=4)
-def runtime_payload(runtime: Runtime) -> bytes:
-    """The binaries of *runtime* in the launcher's resource 203 format (kept per runtime:
-    compressing 16 MB of DLLs takes seconds)."""
+def runtime_payload(runtime: Runtime, extra: tuple[Path, ...] = ()) -> bytes:
+    """The binaries of *runtime* (and *extra* ones: Tcl/Tk's) in the launcher's resource 203
+    format (kept per runtime: compressing 16 MB of DLLs takes seconds)."""
     parts = [_PAYLOAD_MAGIC]
-    files = runtime.binaries()
+    files = [*runtime.binaries(), *extra]
     parts.append(struct.pack("<I", len(files)))
     for path in files:
         raw = path.read_bytes()
@@ -331,11 +332,14 @@ def build_standalone(
     cwd: Path | None = None,
     wheels: Sequence[Path] = (),
     requirements: Path | None = None,
+    full_tcl: bool = False,
 ) -> StandaloneResult:
     """Build a standalone app: *output* is the exe (onefile) or a folder (onedir).
 
     *wheels* (pure-Python wheel files) and the wheels ``pip download`` finds for
     *requirements* go into the bundle next to the app's files (see :mod:`exepy.wheels`).
+    An app that imports tkinter gets Tcl/Tk from the runtime (:mod:`exepy.tk`; ``tcl/``
+    trimmed unless *full_tcl*).
     Nothing is written unless everything succeeds; an existing exe is replaced atomically,
     an existing onedir folder only with *force*. *progress*: bars on stderr for slow steps.
     """
@@ -365,10 +369,16 @@ def build_standalone(
                     contents.extend(wheel_files(wheel, label))
     except WheelError as exc:
         raise BuildError(str(exc)) from None
+    try:
+        tk_plan = tk.plan(runtime, contents, onefile=onefile, full_tcl=full_tcl)
+    except tk.TkError as exc:
+        raise BuildError(str(exc)) from None
+    if tk_plan is not None:
+        contents.extend(tk_plan.bundle)
     editor = ResourceEditor(launcher_bytes(), source=LAUNCHER)
     argv = set_bundle(editor, contents, command=command)
     if onefile:
-        payload = runtime_payload(runtime)
+        payload = runtime_payload(runtime, tuple(tk_plan.binaries) if tk_plan else ())
         digest = hashlib.sha256(payload).hexdigest()[:16]
         key = f"{Path(runtime.dll).stem}-{runtime.version}-{digest}"
         editor.set(bundle.RT_RCDATA, RUNTIME_ID, payload)
@@ -399,14 +409,21 @@ def build_standalone(
         return StandaloneResult(target, target, names, argv, len(data), notes)
     exe_name = (name or Path(names[0]).stem) + ".exe"
     try:
-        _write_folder(target, exe_name, data, runtime, force=force)
+        extra = [] if tk_plan is None else [(p.name, p) for p in tk_plan.binaries] + tk_plan.folder
+        _write_folder(target, exe_name, data, runtime, force=force, extra=extra)
     except OSError as exc:
         raise BuildError(f"cannot write {os.fspath(output)}: {exc.strerror or exc}") from None
     return StandaloneResult(target / exe_name, target, names, argv, len(data), notes)
 
 
 def _write_folder(
-    target: Path, exe_name: str, exe: bytes, runtime: Runtime, *, force: bool
+    target: Path,
+    exe_name: str,
+    exe: bytes,
+    runtime: Runtime,
+    *,
+    force: bool,
+    extra: Sequence[tuple[str, Path]] = (),
 ) -> None:
     """Fill a temporary folder beside *target*, then rename it into place."""
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
@@ -416,6 +433,9 @@ def _write_folder(
         (staging / exe_name).chmod(0o755)
         for path in runtime.binaries():
             shutil.copyfile(path, staging / path.name)
+        for relative, path in extra:  # Tcl/Tk's DLLs and tcl/ (exepy.tk)
+            (staging / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, staging / relative)
         staging.chmod(0o755)
         if target.exists() and force:
             old = target.with_name(f".{target.name}.old-{os.getpid()}")
