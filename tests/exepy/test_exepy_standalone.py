@@ -917,3 +917,62 @@ def test_runtime_fetch_checks_python_exe_and_dll(
     # --no-verify caches a build of one's own
     code, _, err = run_cli(["runtime", "fetch", "--from", str(tampered), "--no-verify"], capsys)
     assert code == 0 and "not checked (--no-verify)" in err
+
+
+def _wheel_with_requirements(folder: Path, name: str, tag: str, requires: list[str]) -> Path:
+    import zipfile
+
+    path = folder / f"{name}-1.0-{tag}.whl"
+    info = f"{name}-1.0.dist-info"
+    purelib = "true" if tag.endswith("-none-any") else "false"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(f"{name}/__init__.py", f"TAG = {tag!r}\n")
+        archive.writestr(
+            f"{info}/WHEEL", f"Wheel-Version: 1.0\nRoot-Is-Purelib: {purelib}\nTag: {tag}\n"
+        )
+        metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+        metadata += "".join(f"Requires-Dist: {line}\n" for line in requires)
+        archive.writestr(f"{info}/METADATA", metadata)
+        archive.writestr(f"{info}/RECORD", "")
+    return path
+
+
+def test_requirements_resolve_for_windows_and_the_runtime(project: Path) -> None:
+    """-r resolves as a Windows install of the runtime's CPython would: environment markers
+    are Windows' and the runtime's (not the build machine's), and where pip picks a binary
+    wheel that the same release also publishes pure, the pure one comes."""
+    wheels = project / "wheels"
+    wheels.mkdir()
+    _wheel_with_requirements(
+        wheels,
+        "mainpkg",
+        "py3-none-any",
+        [
+            'windep; sys_platform == "win32"',
+            'posixdep; os_name == "posix"',
+            'newdep; python_version >= "3.13"',
+            'machinedep; platform_machine == "AMD64"',
+            "speedy",
+        ],
+    )
+    for name in ("windep", "posixdep", "newdep", "machinedep", "speedy"):
+        _wheel_with_requirements(wheels, name, "py3-none-any", [])
+    _wheel_with_requirements(wheels, "speedy", "cp313-cp313-win_amd64", [])
+    _wheel_with_requirements(wheels, "speedy", "cp311-cp311-win_amd64", [])
+    (project / "reqs.txt").write_text("--no-index\n--find-links wheels\nmainpkg\n")
+    for version, expected in (
+        ("3.13", ["machinedep", "mainpkg", "newdep", "speedy", "windep"]),
+        ("3.11", ["machinedep", "mainpkg", "speedy", "windep"]),
+    ):
+        found = _runtime(version)
+        made = standalone.build_standalone(
+            Path(f"dist{version}"),
+            Path("hello.py"),
+            runtime=found,
+            requirements=Path("reqs.txt"),
+            cwd=project,
+        )
+        tops = sorted({name.split("/")[0] for name in made.files if name.endswith("__init__.py")})
+        assert tops == expected, (version, made.files)
+        files = dict(build.read_bundle(made.exe).files)
+        assert files["speedy/__init__.py"] == b"TAG = 'py3-none-any'\n"

@@ -363,7 +363,9 @@ def build_standalone(
             contents.extend(wheel_files(cwd / wheel))
         if requirements is not None:
             with tempfile.TemporaryDirectory(prefix="exepy-wheels-") as downloads:
-                found = download_requirements(cwd / requirements, runtime.minor, Path(downloads))
+                found = download_requirements(
+                    cwd / requirements, runtime.minor, Path(downloads), version=runtime.version
+                )
                 for wheel in found:
                     label = f"{wheel.name} (from {os.fspath(requirements)})"
                     contents.extend(wheel_files(wheel, label))

@@ -6,10 +6,16 @@ says ``Root-Is-Purelib: true`` and every tag is ``*-none-any``, and it holds no 
 extension); anything else is refused, naming the file. ``--requirement`` resolves with
 ``pip download`` for the runtime's Windows platform and Python version, so dependencies come
 too, and a requirement that only has binary wheels is refused the same way.
+
+pip evaluates environment markers for the machine it runs on (``--platform`` changes only the
+wheel tags), so a Linux build would miss ``colorama; sys_platform == "win32"`` and take
+``python_version`` from the build's Python. exepy runs pip with the marker environment of the
+target instead (:func:`target_environment`: Windows x64 and the runtime's CPython).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,7 +24,7 @@ from collections.abc import Sequence
 from email.parser import Parser
 from pathlib import Path
 
-__all__ = ["WheelError", "download_requirements", "wheel_files"]
+__all__ = ["WheelError", "download_requirements", "target_environment", "wheel_files"]
 
 _BINARY_SUFFIXES = (".pyd", ".so", ".dll", ".dylib")
 
@@ -85,17 +91,60 @@ def wheel_files(path: Path, label: str | None = None) -> list[tuple[str, bytes]]
     return files
 
 
+def target_environment(version: str) -> dict[str, str]:
+    """The PEP 508 marker environment of the official Windows x64 CPython *version*
+    (``3.13.2``), as ``packaging.markers.default_environment()`` returns it there."""
+    minor = ".".join(version.split(".")[:2])
+    return {
+        "implementation_name": "cpython",
+        "implementation_version": version,
+        "os_name": "nt",
+        "platform_machine": "AMD64",
+        "platform_release": "10",
+        "platform_system": "Windows",
+        "platform_version": "10.0.19045",
+        "python_full_version": version,
+        "platform_python_implementation": "CPython",
+        "python_version": minor,
+        "sys_platform": "win32",
+    }
+
+
+# Runs pip in this interpreter with the target's marker environment: pip's vendored
+# `packaging` evaluates every marker (requirements files and dependencies' metadata)
+# through default_environment().
+_PIP_FOR_TARGET = """\
+import json, sys
+import pip._vendor.packaging.markers as markers
+target = json.loads(sys.argv.pop(1))
+markers.default_environment = lambda: dict(target)
+if hasattr(markers, "_cached_default_environment"):
+    markers._cached_default_environment = lambda: dict(target)
+from pip._internal.cli.main import main
+sys.argv[0] = "pip"
+sys.exit(main())
+"""
+
+
 def download_requirements(
-    requirements: Path, minor: str, folder: Path, pip: Sequence[str] = ()
+    requirements: Path,
+    minor: str,
+    folder: Path,
+    pip: Sequence[str] = (),
+    *,
+    version: str | None = None,
 ) -> list[Path]:
     """Wheels for *requirements* (a pip requirements file) for Windows x64 CPython *minor*.
 
     Runs ``pip download --only-binary=:all:`` for that platform into *folder* (the caller
-    owns it and removes it); raises :class:`WheelError` with pip's last line.
+    owns it and removes it), with environment markers evaluated for Windows and CPython
+    *version* (default: *minor*.0), unless *pip* names another pip command; raises
+    :class:`WheelError` with pip's last line.
     """
     if not requirements.is_file():
         raise WheelError(f"the requirements file {os.fspath(requirements)} does not exist")
-    command = list(pip) or [sys.executable, "-m", "pip"]
+    environment = target_environment(version or f"{minor}.0")
+    command = list(pip) or [sys.executable, "-c", _PIP_FOR_TARGET, json.dumps(environment)]
     done = subprocess.run(
         [
             *command,
@@ -120,4 +169,68 @@ def download_requirements(
     if done.returncode != 0:
         reason = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
         raise WheelError(f"pip download -r {os.fspath(requirements)} failed: {reason}")
-    return sorted(folder.glob("*.whl"))
+    found = sorted(folder.glob("*.whl"))
+    if pip:
+        return found
+    options = _index_options(requirements)
+    return [_pure_instead(wheel, minor, command, options) for wheel in found]
+
+
+_PATH_OPTIONS = ("--find-links", "-f")
+_INDEX_OPTIONS = (*_PATH_OPTIONS, "--no-index", "--index-url", "-i", "--extra-index-url")
+
+
+def _index_options(requirements: Path) -> list[str]:
+    """The index options in a requirements file (``--find-links`` made absolute the way pip
+    reads it: relative to the file), for a second ``pip download`` of one name."""
+    found: list[str] = []
+    for line in requirements.read_text(encoding="utf-8", errors="replace").splitlines():
+        words = line.split("#")[0].split()
+        if not words:
+            continue
+        option, _, value = words[0].partition("=")
+        if option not in _INDEX_OPTIONS:
+            continue
+        if not value and len(words) > 1:
+            value = words[1]
+        if option in _PATH_OPTIONS and "://" not in value:
+            beside = requirements.parent / value
+            value = str(beside.resolve()) if beside.exists() else value
+        found += [option, value] if value else [option]
+    return found
+
+
+def _pure_instead(wheel: Path, minor: str, command: Sequence[str], options: list[str]) -> Path:
+    """*wheel*, or the same release's ``py3-none-any`` wheel where *wheel* is binary and the
+    project publishes a pure one too (charset-normalizer, pyyaml-free speed-ups...): pip's
+    ``--platform win_amd64`` always prefers the binary one, which a bundle cannot hold."""
+    parts = wheel.name[: -len(".whl")].split("-")
+    if len(parts) < 5 or parts[-2:] == ["none", "any"]:
+        return wheel
+    name, version = parts[0], parts[1]
+    pure = wheel.parent / ".pure"
+    pure.mkdir(exist_ok=True)
+    done = subprocess.run(
+        [
+            *command,
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--platform",
+            "any",
+            "--implementation",
+            "py",
+            "--python-version",
+            minor,
+            "-d",
+            str(pure),
+            *options,
+            f"{name}=={version}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    candidates = sorted(pure.glob(f"{name}-{version}-*-none-any.whl"))
+    return candidates[0] if done.returncode == 0 and candidates else wheel
