@@ -976,3 +976,65 @@ def test_requirements_resolve_for_windows_and_the_runtime(project: Path) -> None
         assert tops == expected, (version, made.files)
         files = dict(build.read_bundle(made.exe).files)
         assert files["speedy/__init__.py"] == b"TAG = 'py3-none-any'\n"
+
+
+def _pfx(folder: Path) -> tuple[Path, Path, Path]:
+    """A self-made code-signing certificate: (CERT.pfx, its password file, cert.pem)."""
+    openssl = require_command("openssl", "openssl")
+    key, cert, pfx = folder / "key.pem", folder / "cert.pem", folder / "cert.pfx"
+    password = folder / "password.txt"
+    password.write_text("s3cret\n")
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "2", "-subj", "/CN=exepy test signer"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    subprocess.run(
+        [openssl, "pkcs12", "-export", "-inkey", str(key), "-in", str(cert), "-out", str(pfx),
+         "-passout", f"file:{password}"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return pfx, password, cert
+
+
+def test_signed_build_verifies_runs_and_an_edit_strips_it(
+    project: Path, capsys: pytest.CaptureFixture[str], runner: Runner
+) -> None:
+    """--sign signs after every resource edit (the icon and version here): osslsigncode
+    verifies it against the certificate, the app (with its appended zip) still runs, and
+    editing the signed exe warns and strips the signature."""
+    require_command("osslsigncode", "osslsigncode")
+    found = _runtime("3.13")
+    pfx, password, cert = _pfx(project)
+    args = ["build", "app.exe", "hello.py", "--runtime", found.version, "--version-info"]
+    args += ["FileVersion=1.2.3.4", "--sign", str(pfx), "--sign-password-file", str(password)]
+    code, _, err = run_cli(args, capsys)
+    assert (code, err) == (0, ""), err
+    code, out, _ = run_cli(["verify", "app.exe", "--ca-file", str(cert)], capsys)
+    assert code == 0 and "signed by /CN=exepy test signer; digest ok; chain ok" in out, out
+    assert run_cli(["verify", "app.exe"], capsys)[0] == 1  # self-made: not trusted by the system
+    ran = runner.run([str(project / "app.exe")])
+    assert (ran.returncode, ran.stdout.decode().strip()) == (0, "hello")
+    # onedir: the exe in the folder is signed
+    code, _, err = run_cli(["build", "dist", *args[2:]], capsys)
+    assert code == 0, err
+    code, out, _ = run_cli(["verify", "dist/hello.exe", "--ca-file", str(cert)], capsys)
+    assert code == 0 and "digest ok; chain ok" in out
+    # an edit after signing: warned about and stripped
+    editor = ResourceEditor.open(project / "app.exe")
+    editor.set(10, 300, b"late edit")
+    with pytest.warns(UserWarning, match="Re-sign the output"):
+        edited = editor.to_bytes()
+    (project / "edited.exe").write_bytes(edited)
+    code, out, _ = run_cli(["verify", "edited.exe"], capsys)
+    assert code == 1 and out.strip() == "edited.exe: not signed"
+    # exepy sign re-signs it; a wrong password is one line naming the certificate
+    code, out, err = run_cli(["sign", "edited.exe", "--cert", str(pfx), "--password-file",
+                              str(password), "-o", "resigned.exe"], capsys)  # fmt: skip
+    assert (code, err) == (0, ""), err
+    assert run_cli(["verify", "resigned.exe", "--ca-file", str(cert)], capsys)[0] == 0
+    password.write_text("wrong\n")
+    code, _, err = run_cli(["sign", "edited.exe", "--cert", str(pfx), "--password-file",
+                            str(password)], capsys)  # fmt: skip
+    assert code == 2 and err.startswith(f"exepy: error: osslsigncode could not sign with {pfx}")
+    assert err.count("\n") == 1 and run_cli(["verify", "edited.exe"], capsys)[0] == 1

@@ -18,6 +18,7 @@ from embeddedimport import bundle
 
 from exepy import image, winres
 from exepy.editor import ResourceEditor, SignatureRemovedWarning, write_atomic
+from exepy.sign import SignError, SignOptions, sign_bytes
 
 
 class BuildError(ValueError):
@@ -125,11 +126,13 @@ def build_exe(
     windowed: bool = False,
     force: bool = False,
     cwd: Path | None = None,
+    sign: SignOptions | None = None,
 ) -> BuildResult:
     """Copy *base* to *output* with the bundle of MAIN + inputs and the other resources.
 
     Nothing is written unless everything succeeds; an existing *output* is replaced
-    atomically (*force* is accepted for compatibility and changes nothing).
+    atomically (*force* is accepted for compatibility and changes nothing). With *sign*,
+    the output is signed (Authenticode, :mod:`exepy.sign`) after every edit.
     """
     cwd = _absolute(cwd or Path.cwd())
     output_path = _absolute(cwd / output)
@@ -151,6 +154,11 @@ def build_exe(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SignatureRemovedWarning)
         data = editor.to_bytes()
+    if sign is not None:
+        try:
+            data = sign_bytes(data, sign)
+        except SignError as exc:
+            raise BuildError(str(exc)) from None
     write_output(output_path, data, output)
     return BuildResult(
         output_path, [name for name, _ in files], argv, [str(w.message) for w in caught]

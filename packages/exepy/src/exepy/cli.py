@@ -122,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument(
         "-f", "--force", action="store_true", help="replace an existing --onedir output folder"
     )
+    _add_sign_options(build, "--sign", "--sign-password-file")
     _clikit.add_json_option(build, "what was built (exe, size, sha256, files)")
     _clikit.add_progress_option(build)
     add_tk_build_option(build)
@@ -199,8 +200,68 @@ def build_parser() -> argparse.ArgumentParser:
     bat.add_argument("-o", "--output", metavar="OUT.bat", type=Path, help="default: SCRIPT.bat")
     bat.set_defaults(func=_bat)
 
+    sign = commands.add_parser(
+        "sign",
+        help="sign an exe with Authenticode (osslsigncode); the output is checked after",
+        description="Sign EXE (SHA-256 Authenticode) with a PKCS#12 certificate through "
+        "osslsigncode. An exe is replaced atomically; sign after every other edit, since "
+        "editing a signed exe strips its signature.",
+    )
+    sign.add_argument("exe", metavar="EXE", type=Path)
+    sign.add_argument(
+        "-o", "--output", metavar="OUT.exe", type=Path, help="default: replace EXE itself"
+    )
+    _add_sign_options(sign, "--cert", "--password-file", required=True)
+    sign.set_defaults(func=_sign)
+
+    verify = commands.add_parser(
+        "verify",
+        help="check an exe's Authenticode signature (exit 1 when unsigned or invalid)",
+    )
+    verify.add_argument("exe", metavar="EXE", type=Path)
+    verify.add_argument(
+        "--ca-file",
+        metavar="CA.pem",
+        type=Path,
+        help="trust these certificates (default: the system's CA store)",
+    )
+    _clikit.add_json_option(verify, "what was found")
+    verify.set_defaults(func=_verify)
+
     _clikit.add_completion_command(commands, parser)
     return parser
+
+
+def _add_sign_options(
+    parser: argparse.ArgumentParser, cert: str, password: str, *, required: bool = False
+) -> None:
+    parser.add_argument(
+        cert,
+        dest="sign",
+        metavar="CERT.pfx",
+        type=Path,
+        required=required,
+        help="sign the exe with this PKCS#12 certificate (Authenticode, via osslsigncode)",
+    )
+    parser.add_argument(
+        password, dest="sign_password_file", metavar="FILE", type=Path,
+        help="the certificate's password, read from this file",
+    )  # fmt: skip
+    parser.add_argument(
+        "--timestamp", metavar="URL", help="countersign at this RFC 3161 timestamp server"
+    )
+
+
+def _sign_options(args: argparse.Namespace) -> Any:
+    if args.sign is None:
+        if args.sign_password_file is not None or args.timestamp:
+            from exepy.build import BuildError
+
+            raise BuildError("--sign-password-file and --timestamp go with --sign CERT.pfx")
+        return None
+    from exepy.sign import SignOptions
+
+    return SignOptions(args.sign, args.sign_password_file, args.timestamp)
 
 
 def _exe_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -212,6 +273,7 @@ def _exe_options(args: argparse.Namespace) -> dict[str, Any]:
         "manifest": args.manifest,
         "windowed": args.windowed,
         "force": args.force,
+        "sign": _sign_options(args),
     }
 
 
@@ -405,13 +467,44 @@ def _bat(args: argparse.Namespace) -> None:
     print(f"wrote {written}")
 
 
+def _sign(args: argparse.Namespace) -> None:
+    from exepy import sign
+    from exepy.editor import ResourceEditor
+
+    ResourceEditor.open(args.exe)  # a PE file, or one clear line
+    target = args.output or args.exe
+    data = sign.sign_bytes(args.exe.read_bytes(), _sign_options(args), name=target.name)
+    with _clikit.atomic_path(target, "-o") as temporary:
+        temporary.write_bytes(data)
+        if args.exe.exists():
+            temporary.chmod(args.exe.stat().st_mode & 0o777)
+    print(f"signed {os.fspath(target)}")
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from exepy import sign
+
+    found = sign.verify(args.exe, args.ca_file)
+    if not found.signed:
+        print(f"{os.fspath(args.exe)}: not signed")
+    else:
+        digest = "digest ok" if found.digest_ok else "digest MISMATCH (changed after signing)"
+        chain = "chain ok" if found.chain_ok else "chain not trusted"
+        stamp = ", timestamped" if found.timestamped else ""
+        print(f"{os.fspath(args.exe)}: signed by {found.signer}; {digest}; {chain}{stamp}")
+    _clikit.write_json(args.json, {"exe": str(args.exe), **found.as_dict()})
+    good = found.signed and found.digest_ok and found.chain_ok
+    return _clikit.EXIT_OK if good else _clikit.EXIT_NEGATIVE
+
+
 def _errors() -> tuple[type[BaseException], ...]:
     from exepy.build import BuildError
     from exepy.image import PEError
     from exepy.restree import ResourceTreeError
     from exepy.runtime import PythonRuntimeError
+    from exepy.sign import SignError
 
-    return (BuildError, PEError, ResourceTreeError, PythonRuntimeError)
+    return (BuildError, PEError, ResourceTreeError, PythonRuntimeError, SignError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

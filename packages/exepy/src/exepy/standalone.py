@@ -54,6 +54,7 @@ from exepy.build import (
 )
 from exepy.editor import ResourceEditor, SignatureRemovedWarning
 from exepy.runtime import Runtime, cache_root
+from exepy.sign import SignError, SignOptions, sign_bytes
 from exepy.wheels import WheelError, download_requirements, wheel_files
 
 __all__ = [
@@ -329,6 +330,7 @@ def build_standalone(
     windowed: bool = False,
     force: bool = False,
     progress: bool = False,
+    sign: SignOptions | None = None,
     cwd: Path | None = None,
     wheels: Sequence[Path] = (),
     requirements: Path | None = None,
@@ -342,6 +344,7 @@ def build_standalone(
     trimmed unless *full_tcl*).
     Nothing is written unless everything succeeds; an existing exe is replaced atomically,
     an existing onedir folder only with *force*. *progress*: bars on stderr for slow steps.
+    With *sign*, the exe is signed (Authenticode, :mod:`exepy.sign`) after every edit.
     """
     cwd = _absolute(cwd or Path.cwd())
     target = _absolute(cwd / output)
@@ -398,6 +401,11 @@ def build_standalone(
         warnings.simplefilter("always", SignatureRemovedWarning)
         data = editor.to_bytes() + stdlib_zip(runtime, bytecode)
     notes = [str(w.message) for w in caught]
+    if sign is not None:
+        try:
+            data = sign_bytes(data, sign)
+        except SignError as exc:
+            raise BuildError(str(exc)) from None
     if bytecode is None:
         notes.append(
             f"could not run Python {runtime.version}'s python.exe here (Wine is missing) to "
