@@ -86,10 +86,12 @@ def make_exe(tmp_path: Path, base_exe: bytes) -> MakeExe:
 def clean_imports() -> Iterator[None]:
     """Restore the import system's global state after a test."""
     saved_path, saved_hooks = sys.path[:], sys.path_hooks[:]
+    saved_meta_path = sys.meta_path[:]
     saved_cache, saved_modules = dict(sys.path_importer_cache), set(sys.modules)
     yield
     sys.path[:] = saved_path
     sys.path_hooks[:] = saved_hooks
+    sys.meta_path[:] = saved_meta_path
     sys.path_importer_cache.clear()
     sys.path_importer_cache.update(saved_cache)
     for name in set(sys.modules) - saved_modules:

@@ -187,3 +187,62 @@ def test_the_apps_own_dash_c_stays_the_apps(mp_apps: Apps, runner: Runner, tmp_p
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.splitlines()[-1]) == {"argv": ["-c", "config.ini"]}
+
+
+META_APP = """\
+import json
+from importlib import metadata
+
+files = metadata.files("tool-kit") or []
+print(json.dumps({
+    "version": metadata.version("tool-kit"),
+    "summary": metadata.metadata("tool_kit")["Summary"],
+    "plugin": metadata.entry_points(group="tool_kit.plugins")["shout"].load()("hi"),
+    "files": sorted(str(f) for f in files),
+    "names": [d.name for d in metadata.distributions()],
+}))
+"""
+
+
+def _wheel(folder: Path) -> Path:
+    """A pure wheel with metadata, entry points and a RECORD, as a build backend writes."""
+    import zipfile
+
+    path = folder / "tool_kit-2.5.1-py3-none-any.whl"
+    info = "tool_kit-2.5.1.dist-info"
+    files = {
+        "tool_kit/__init__.py": "def shout(text):\n    return text.upper() + '!'\n",
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: Tool_Kit\nVersion: 2.5.1\n"
+        "Summary: A bundled toolkit\n",
+        f"{info}/entry_points.txt": "[tool_kit.plugins]\nshout = tool_kit:shout\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
+    files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in [*files, f"{info}/RECORD"])
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return path
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_importlib_metadata_of_bundled_wheels(version: str, runner: Runner, tmp_path: Path) -> None:
+    (tmp_path / "metaapp.py").write_text(META_APP, encoding="utf-8")
+    wheel = _wheel(tmp_path)
+    built = standalone.build_standalone(
+        tmp_path / "metaapp.exe",
+        Path("metaapp.py"),
+        cwd=tmp_path,
+        runtime=_runtime(version),
+        onefile=True,
+        wheels=[wheel],
+    )
+    done = runner.run([str(built.exe)], {})
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["version"] == "2.5.1"
+    assert report["summary"] == "A bundled toolkit"
+    assert report["plugin"] == "HI!"
+    assert "tool_kit/__init__.py" in report["files"]
+    assert "tool_kit-2.5.1.dist-info/METADATA" in report["files"]
+    assert report["names"] == ["Tool_Kit"]

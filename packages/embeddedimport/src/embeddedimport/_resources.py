@@ -57,6 +57,11 @@ class BundleTraversable(Traversable):
         """Whether this names a bundled file."""
         return self._path in self._bundle.files
 
+    def exists(self) -> bool:
+        """Whether this is a bundled file or directory (importlib.metadata's ``files()``
+        keeps only the files that exist)."""
+        return self.is_file() or self.is_dir()
+
     def iterdir(self) -> Iterator[BundleTraversable]:
         """Entries directly inside this directory, sorted by name."""
         if not self.is_dir():

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 from importlib import _bootstrap_external  # frozen: already loaded, costs nothing
-from importlib.machinery import ModuleSpec
+from importlib.machinery import ModuleSpec, PathFinder
 
 # Bundle and BundleNotFoundError live with the format in .bundle; they are re-exported
 # here because this module has always been where they were imported from.
@@ -30,9 +30,11 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from importlib.abc import Traversable, TraversableResources
     from types import CodeType, ModuleType
+    from typing import Any
 
 __all__ = [
     "Bundle",
+    "BundleMetadataFinder",
     "BundleNotFoundError",
     "BundlePathHook",
     "EmbeddedImporter",
@@ -221,11 +223,37 @@ def _bundle_for(path: str) -> Bundle:
         candidate = parent
 
 
+class BundleMetadataFinder:
+    """On ``sys.meta_path``: ``importlib.metadata`` finds the bundle's distributions here.
+
+    Imports go through the path hook (``find_spec`` finds nothing); importlib.metadata
+    asks each meta path finder for ``find_distributions``, and the path-based one only
+    reads real folders and zips.
+    """
+
+    def __init__(self, bundle: Bundle):
+        self.bundle = bundle
+
+    def __repr__(self) -> str:
+        return f"<BundleMetadataFinder {self.bundle.executable!r}>"
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+        """Nothing: modules are found by the path hook."""
+        return None
+
+    def find_distributions(self, context: Any = None) -> Iterator[Any]:
+        """``importlib.metadata.Distribution`` objects for the bundle's ``*.dist-info``."""
+        from ._metadata import find_distributions
+
+        return find_distributions(self.bundle, context)
+
+
 class BundlePathHook:
     """A ``sys.path_hooks`` entry accepting the executable's path and paths under it."""
 
     def __init__(self, bundle: Bundle):
         self.bundle = bundle
+        self.metadata_finder = BundleMetadataFinder(bundle)
 
     def __call__(self, path: str) -> EmbeddedImporter:
         if self.bundle.relative(path) is None:
@@ -253,6 +281,11 @@ def install(
     hook = BundlePathHook(bundle)
     sys.path_hooks.insert(0, hook)
     sys.path.insert(index, bundle.executable)
+    # Before the path-based finder, whose distributions come from sys.path's folders: the
+    # bundle comes first there too, as for imports.
+    meta_path = sys.meta_path
+    where = meta_path.index(PathFinder) if PathFinder in meta_path else len(meta_path)
+    meta_path.insert(where, hook.metadata_finder)
     _forget(bundle)
     return hook
 
@@ -261,6 +294,8 @@ def uninstall(hook: BundlePathHook) -> None:
     """Undo :func:`install`: remove the hook, the path entry and cached importers."""
     if hook in sys.path_hooks:
         sys.path_hooks.remove(hook)
+    if hook.metadata_finder in sys.meta_path:
+        sys.meta_path.remove(hook.metadata_finder)
     sys.path[:] = [p for p in sys.path if p != hook.bundle.executable]
     _forget(hook.bundle)
 
