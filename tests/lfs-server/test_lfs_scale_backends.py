@@ -20,11 +20,12 @@ from lfs_engines import Ceph, Postgres
 from lfs_scale_support import Cluster
 from lfs_server.config import Config
 from lfs_server.storage import ObjectStore, VerifyError, open_store
-from lfs_testlib import Server, oid_of
+from lfs_testlib import Api, Server, assert_lfs_error, cli, oid_of
 from test_lfs_git_locks import (  # noqa: F401 (collected here against s3 + postgresql)
     test_lock_list_unlock_with_git_lfs,
     test_locks_api_pagination_and_verify,
     test_pre_receive_hook_enforces_locks_on_non_ascii_and_quoted_paths,
+    test_pre_receive_hook_refuses_force_pushes_that_rewind_or_drop_a_locked_file,
     test_pre_receive_hook_refuses_pushes_touching_others_locks,
 )
 from test_lfs_protocol import (  # noqa: F401 (collected here against s3 + postgresql)
@@ -94,3 +95,31 @@ def test_publish_stream_stores_only_the_right_body(
     assert list(store.tmp_dir.iterdir()) == []
     [stored] = store.iter_objects("stream/r")
     assert store.hash_object(stored) == (oid, len(BODY))
+
+
+def test_repository_names_never_enter_the_servers_key_space(server: Server, ceph: Ceph) -> None:
+    """Issue 25 M2: one upload to `_repos/evil` (a `*=write` grant) put an object key inside
+    the marker prefix; then `fsck` exited 2, `/metrics` was 404 and `repo list` showed junk.
+    Such names are refused, and keys an older version let in are skipped."""
+    import requests
+
+    client = Api(server)
+    for name in ("_repos/evil", "_quarantine/x", "_x"):
+        body = {"operation": "upload", "objects": [{"oid": oid_of(b"e"), "size": 1}]}
+        assert_lfs_error(client.batch(name, body), 404, "reserved")
+    client.upload("m2/real", b"a real object")
+    bucket = server.env["LFS_S3_BUCKET"]
+    junk = oid_of(b"junk")
+    key = f"_repos/evil.git/objects/{junk[:2]}/{junk[2:4]}/{junk}"
+    ceph.client().put_object(Bucket=bucket, Key=key, Body=b"junk")  # type: ignore[attr-defined]
+    try:
+        assert requests.get(f"{server.url}/metrics", timeout=30).status_code == 200
+        listed = cli("repo", "list", data=server.data, env=server.env)
+        assert listed.returncode == 0 and "m2/real" in listed.stdout, listed.stderr
+        assert "evil" not in listed.stdout, listed.stdout
+        fsck = cli("fsck", data=server.data, env=server.env)
+        assert fsck.returncode == 0 and "0 bad" in fsck.stdout, (fsck.stdout, fsck.stderr)
+        refused = cli("repo", "create", "_repos/evil2", data=server.data, env=server.env)
+        assert refused.returncode == 2 and "reserved" in refused.stderr, refused.stderr
+    finally:
+        ceph.client().delete_object(Bucket=bucket, Key=key)  # type: ignore[attr-defined]

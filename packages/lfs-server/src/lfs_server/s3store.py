@@ -32,7 +32,7 @@ from lfs_server.storage import (
     spooled_upload,
     verify_file,
 )
-from lfs_server.validation import OID_RE, check_oid, normalize_repo
+from lfs_server.validation import OID_RE, ApiError, check_oid, normalize_repo
 
 if TYPE_CHECKING:
     from lfs_server.config import Config
@@ -42,6 +42,13 @@ MULTIPART_THRESHOLD = 64 << 20
 # An incomplete multipart upload older than this belongs to a node that died.
 STALE_UPLOAD_SECONDS = 3600
 _REPO_MARKERS = "_repos/"
+
+
+def _is_repo_name(name: str) -> bool:
+    try:
+        return normalize_repo(name) == name
+    except ApiError:
+        return False
 
 
 def _missing(exc: Exception) -> bool:
@@ -182,7 +189,11 @@ class S3Store:
     def list_repos(self) -> list[str]:
         """All repository names."""
         start = f"{self.prefix}{_REPO_MARKERS}"
-        return sorted(key[len(start) :] for key, _size in self._list(start))
+        return sorted(
+            name
+            for name in (key[len(start) :] for key, _size in self._list(start))
+            if _is_repo_name(name)  # not a key an older version let a user put there
+        )
 
     def _list(self, prefix: str) -> Iterator[tuple[str, int]]:
         with self._calls("listing objects"):

@@ -92,6 +92,14 @@ def normalize_repo(path: str) -> str:
             f"repository path must be 1-{MAX_REPO_DEPTH} components like team/game.git,"
             f" got {_show(path)}",
         )
+    if parts[0].startswith("_"):
+        # The server's own keys live beside the repositories (S3: `_repos/` markers,
+        # `_quarantine/`): a repository must never be named into them.
+        raise ApiError(
+            404,
+            f"repository path {_show(path)} is not allowed: names starting with '_' are"
+            " reserved for the server",
+        )
     for part in parts:
         if not _COMPONENT_RE.fullmatch(part) or part.endswith(".git"):
             raise ApiError(
