@@ -351,8 +351,9 @@ def _build(args: argparse.Namespace) -> None:
     )
     _warn(made.warnings)
     what = "onefile" if onefile else "onedir"
+    shown = args.output if onefile else args.output / made.exe.name  # as the user spelt it
     print(
-        f"wrote {os.fspath(made.exe)} ({what}, Python {found.version}, "
+        f"wrote {os.fspath(shown)} ({what}, Python {found.version}, "
         f"{_human_size(made.size)}): {len(made.files)} files"
     )
     _clikit.write_json(

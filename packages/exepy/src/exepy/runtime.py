@@ -362,7 +362,7 @@ class FetchReport:
     def lines(self) -> list[str]:
         """The human-readable report."""
         if self.cached:
-            return [f"CPython {self.version} is cached already ({self.check})"]
+            return [f"CPython {self.version} is cached already (checked when it was fetched)"]
         size = "" if self.size is None else f" ({self.size / 1e6:.1f} MB)"
         return [f"CPython {self.version} from {self.source}{size}", f"checked: {self.check}"]
 
