@@ -157,7 +157,7 @@ def test_deform_conv_model_to_ir(
         ov.Core().read_model(str(dynamo_deform_model))
     out = tmp_path / "deform.xml"
     runner = Runner(dynamo_deform_model)
-    report = runner.convert(out, compress_to_fp16=fp16, check=True)
+    report = convert_model(runner, out, compress_to_fp16=fp16, check=True)
     assert report.passed and len(report.checks) == 2
     assert report.op_counts_before["DeformConv"] == 1
     assert report.op_counts_after["DeformableConvolution"] == 1
@@ -209,3 +209,42 @@ def test_convert_interrupted_leaves_nothing(
     code, _, err = cli(capsys, "convert", path, "-o", tmp_path / "m.xml")
     assert code == 130 and err == "openvino-runner: interrupted\n"
     assert_clean(tmp_path)
+
+
+def test_check_finds_external_data_from_another_folder(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    torch_modules: object,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The dynamo exporter writes weights to MODEL.onnx.data; `convert --check` run from
+    another folder once failed in onnxruntime ("model loaded from bytes escapes working
+    directory") while `compare` on the same file worked."""
+    import torch
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()).eval()
+    model_dir = tmp_path / "models"
+    model_dir.mkdir()
+    path = model_dir / "conv.onnx"
+    torch.onnx.export(
+        module,
+        (torch.randn(1, 3, 16, 16),),
+        str(path),
+        dynamo=True,
+        input_names=["x"],
+        output_names=["y"],
+        external_data=True,
+        verbose=False,
+    )
+    assert (model_dir / "conv.onnx.data").is_file()  # the case of the bug: external weights
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    code, out, err = cli(
+        capsys, "convert", path, "-o", elsewhere / "conv.xml", "--check", "--json", "-"
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert [c["reference"] for c in report["checks"]] == ["openvino (source)", "onnxruntime"]
+    assert report["passed"]

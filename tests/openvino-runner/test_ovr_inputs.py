@@ -12,7 +12,6 @@ from openvino_runner.inputs import (
     InputSpec,
     format_dims,
     parse_assignment,
-    parse_shape,
     prepare_inputs,
     resolve_shape,
 )
@@ -40,20 +39,6 @@ def picture(tmp_path: Path) -> tuple[Path, np.ndarray]:
 def test_format_dims_like_openvino() -> None:
     assert format_dims([(0, None), (3, 3), (32, None), (1, 64)]) == "[?,3,32..,1..64]"
     assert format_dims(None) == "[...]"
-
-
-@pytest.mark.parametrize(
-    ("text", "dims"),
-    [("1,3,224,224", (1, 3, 224, 224)), ("[2, 5]", (2, 5)), ("1x3x8x8", (1, 3, 8, 8))],
-)
-def test_parse_shape(text: str, dims: tuple[int, ...]) -> None:
-    assert parse_shape(text) == dims
-
-
-@pytest.mark.parametrize("text", ["", "a,b", "1,-2", "1,3,x", "1,,3", "1x3x"])
-def test_parse_shape_rejects(text: str) -> None:
-    with pytest.raises(InputError, match="1,3,224,224"):
-        parse_shape(text)
 
 
 def test_parse_assignment(tmp_path: Path) -> None:

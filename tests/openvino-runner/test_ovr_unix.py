@@ -112,21 +112,6 @@ def test_read_only_cache_dir_is_an_error_not_a_silent_miss(model: Path, tmp_path
     assert "cache miss" not in result.stdout + result.stderr
 
 
-def test_failed_write_names_the_target_and_leaves_nothing(tmp_path: Path) -> None:
-    from openvino_runner.cli import _write_atomically
-    from openvino_runner.errors import RunnerError
-
-    def half_then_fail(path: Path) -> None:
-        path.write_bytes(b"half")
-        raise OSError(28, "No space left on device")
-
-    target = tmp_path / "out.npz"
-    with pytest.raises(RunnerError) as exc:
-        _write_atomically(target, half_then_fail, "--output")
-    assert str(exc.value) == f"--output: cannot write {target}: No space left on device"
-    assert list(tmp_path.iterdir()) == []
-
-
 @pytest.mark.parametrize(
     ("size", "words"),
     [

@@ -1,15 +1,23 @@
 """The benchmark loops: one request back to back, or an ``AsyncInferQueue`` of several.
 
 :func:`measure` times a compiled model on prepared tensors; :class:`BenchmarkResult` is
-what :meth:`openvino_runner.Runner.benchmark` reports. OpenVINO objects are passed in, so
-nothing here imports OpenVINO.
+what :meth:`openvino_runner.Runner.benchmark` reports, with what is needed to compare two
+runs later: the latency samples (all of them up to ``MAX_SAMPLES``) and a fixed-size
+histogram, the settings, the versions and the CPU (model and SIMD flags, never assumed).
+:func:`compare_reports` puts saved reports side by side. OpenVINO objects are passed in,
+so nothing here imports OpenVINO.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
+import os
+import platform
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,6 +27,11 @@ from openvino_runner.errors import RunnerError
 DEFAULT_TIME_S = 10.0
 _PROGRESS_EVERY_S = 0.25
 Progress = Callable[[int, float], None]
+MAX_SAMPLES = 20_000  # more samples than this: the JSON keeps the histogram only
+HISTOGRAM_BINS = 32  # log-spaced between the fastest and the slowest inference
+# CPU flags that decide which kernels OpenVINO can use (x86 SIMD, VNNI, AMX; Arm NEON/SVE).
+SIMD_FLAG_PREFIXES = ("sse4", "avx", "fma", "f16c", "amx", "asimd", "sve", "vnni")
+VERSIONED = ("openvino-runner", "openvino", "onnxruntime", "numpy", "nncf")
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,10 @@ class BenchmarkResult:
     cache_hit: bool | None
     input_shapes: dict[str, list[int]]
     properties: dict[str, str]
+    settings: dict[str, Any] = field(default_factory=dict)
+    histogram: dict[str, list[float]] = field(default_factory=dict)
+    samples_ms: list[float] | None = None  # None: more than MAX_SAMPLES, see histogram
+    environment: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dictionary."""
@@ -195,3 +212,155 @@ def _async_loop(
     if progress is not None:
         progress(count, duration)
     return latencies, count, duration
+
+
+def histogram(latencies_ms: Sequence[float], bins: int = HISTOGRAM_BINS) -> dict[str, list[float]]:
+    """``{"edges_ms": [...], "counts": [...]}``: *bins* log-spaced bins from min to max."""
+    values = np.asarray(latencies_ms, dtype=np.float64)
+    if values.size == 0:
+        return {"edges_ms": [], "counts": []}
+    low, high = float(values.min()), float(values.max())
+    if high <= low or low <= 0:
+        edges = np.linspace(low, max(high, low + 1e-9), bins + 1)
+    else:
+        edges = np.geomspace(low, high, bins + 1)
+    counts, _ = np.histogram(values, edges)
+    return {"edges_ms": [float(e) for e in edges], "counts": [int(c) for c in counts]}
+
+
+def text_histogram(latencies_ms: Sequence[float], bins: int = 8, width: int = 40) -> list[str]:
+    """A few lines of ``  0.031-0.034 ms  ####### 1234`` (log-spaced bins)."""
+    hist = histogram(latencies_ms, bins)
+    counts = hist["counts"]
+    if not counts:
+        return []
+    edges = hist["edges_ms"]
+    most = max(counts)
+    digits = max(3, 4 - math.floor(math.log10(max(edges[-1], 1e-9))))
+    lines = []
+    for i, count in enumerate(counts):
+        bar = "#" * max(1 if count else 0, round(width * count / most))
+        lines.append(
+            f"  {edges[i]:>9.{digits}f} - {edges[i + 1]:<9.{digits}f} ms {bar:<{width}} {count}"
+        )
+    return lines
+
+
+def cpu_flags() -> list[str]:
+    """The CPU's SIMD flags from /proc/cpuinfo (Linux); empty where the OS does not say."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return sorted(f for f in value.split() if f.startswith(SIMD_FLAG_PREFIXES))
+    except OSError:
+        pass
+    return []
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux, else ``platform.processor()``)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info(core: Any = None, device: str = "CPU") -> dict[str, Any]:
+    """Versions, platform and CPU (model, logical CPUs, SIMD flags, OpenVINO's view of it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions: dict[str, str | None] = {"python": sys.version.split()[0]}
+    for dist in VERSIONED:
+        try:
+            versions[dist] = version(dist)
+        except PackageNotFoundError:
+            versions[dist] = None
+    cpu: dict[str, Any] = {
+        "model": cpu_model(),
+        "logical_cpus": os.cpu_count(),
+        "flags": cpu_flags(),
+    }
+    if core is not None:
+        for key, prop in (
+            ("openvino_name", "FULL_DEVICE_NAME"),
+            ("openvino_capabilities", "OPTIMIZATION_CAPABILITIES"),
+        ):
+            try:
+                value = core.get_property("CPU", prop)
+            except RuntimeError:
+                continue
+            cpu[key] = list(value) if isinstance(value, (list, tuple)) else str(value)
+        if device != "CPU":
+            with contextlib.suppress(RuntimeError):
+                cpu["device_name"] = str(core.get_property(device, "FULL_DEVICE_NAME"))
+    return {"versions": versions, "platform": platform.platform(), "cpu": cpu}
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+COMPARED = (
+    ("latency median (ms)", ("latency_ms", "median"), False),
+    ("latency p90 (ms)", ("latency_ms", "p90"), False),
+    ("latency p99 (ms)", ("latency_ms", "p99"), False),
+    ("latency mean (ms)", ("latency_ms", "mean"), False),
+    ("latency min (ms)", ("latency_ms", "min"), False),
+    ("throughput (/s)", ("throughput_fps",), True),
+    ("compile time (s)", ("compile_time_s",), False),
+    ("iterations", ("iterations",), True),
+)
+
+
+def compare_reports(reports: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    """Saved ``bench --json`` reports side by side: each metric, its ratio to the first
+    report, and every setting, property, version or CPU field that differs between them."""
+    if len(reports) < 2:
+        raise RunnerError("--compare needs at least two bench --json reports")
+    rows = []
+    for title, path, higher_is_better in COMPARED:
+        values: list[float | None] = []
+        for _, data in reports:
+            value: Any = data
+            for key in path:
+                value = value.get(key) if isinstance(value, Mapping) else None
+            values.append(float(value) if isinstance(value, (int, float)) else None)
+        base = values[0]
+        ratios = [(v / base) if (v is not None and base not in (None, 0)) else None for v in values]
+        rows.append(
+            {
+                "metric": title,
+                "values": values,
+                "ratios": ratios,
+                "higher_is_better": higher_is_better,
+            }
+        )
+    described = []
+    for _, data in reports:
+        flat = {"model": data.get("model"), "device": data.get("device"), "hint": data.get("hint")}
+        flat["requests"] = data.get("requests")
+        flat["input_shapes"] = data.get("input_shapes")
+        for group in ("settings", "properties", "environment"):
+            if isinstance(data.get(group), Mapping):
+                flat.update(_flatten(data[group], f"{group}."))
+        described.append(flat)
+    keys = sorted(set().union(*described))
+    differences = [
+        {"key": key, "values": [d.get(key) for d in described]}
+        for key in keys
+        if len({repr(d.get(key)) for d in described}) > 1
+    ]
+    return {"reports": [label for label, _ in reports], "rows": rows, "differences": differences}

@@ -1,46 +1,37 @@
 """The `openvino-runner` console script: a thin shell over the package's API.
 
-Heavy modules (OpenVINO, onnxruntime, tqdm) are imported inside the subcommands, so
-``openvino-runner --help`` answers at once.
+The repository's CLI rule comes from the vendored kit (:mod:`openvino_runner._clikit`):
+one-line errors, exit status 0 on success, 1 when ``compare``/``convert --check`` find a
+mismatch, 2 for usage or input problems,
+130 on Ctrl-C, 141 on a closed stdout; output files are written beside the target and
+renamed into place; ``--json -`` writes JSON to stdout and the text to stderr.
 
-The shared CLI rule: errors are one line on stderr (``openvino-runner: error: ...``);
-exit status 0 on success, 1 when ``compare`` or ``convert --check`` finds a mismatch, 2 for
-usage or input problems and anything the command could not do, 130 on Ctrl-C
-(``openvino-runner: interrupted``); output files are written to a temporary name in the
-target's folder and renamed into place (removed on error or interrupt); ``--json -``
-writes the JSON to stdout and the human-readable text to stderr; a closed stdout
-(``| head -1``) ends the program quietly.
+Heavy modules (numpy, OpenVINO, onnxruntime, tqdm) are imported inside the subcommands,
+so ``openvino-runner --help`` imports only this module, the kit and the errors.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import math
 import os
-import secrets
 import sys
-import zipfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openvino_runner import __version__
+from openvino_runner import _clikit
 from openvino_runner.errors import RunnerError
-from openvino_runner.inputs import ImageOptions, parse_assignment, parse_shape
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from openvino_runner.inputs import ImageOptions
     from openvino_runner.runner import Runner
 
 PROG = "openvino-runner"
 PRECISION_CHOICES = ("f32", "bf16", "f16", "default")
-EXIT_MISMATCH = 1
-EXIT_ERROR = 2
-EXIT_INTERRUPTED = 130
-EXIT_BROKEN_PIPE = 141  # like a Unix tool killed by SIGPIPE
+EXIT_MISMATCH = _clikit.EXIT_NEGATIVE
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -53,13 +44,10 @@ def _floats(text: str) -> tuple[float, ...]:
 
 
 def _size(text: str) -> tuple[int, int]:
-    try:
-        dims = parse_shape(text)
-    except RunnerError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if len(dims) != 2:
+    spec = _clikit.parse_shape(text)
+    if spec.name is not None or len(spec.dims) != 2:
         raise argparse.ArgumentTypeError(f"image size is HEIGHT,WIDTH, got {text!r}")
-    return dims[0], dims[1]
+    return spec.dims[0], spec.dims[1]
 
 
 def _positive_int(text: str) -> int:
@@ -93,9 +81,17 @@ def _tolerance(text: str) -> float:
     return value
 
 
-def _add_model_options(parser: argparse.ArgumentParser, *, inputs: bool = True) -> None:
-    parser.add_argument("model", help="model file: .onnx, .xml (IR), .tflite, .pb, .pdmodel")
-    parser.add_argument("--device", default="CPU", help="OpenVINO device (default: CPU)")
+def _add_model_options(
+    parser: argparse.ArgumentParser, *, inputs: bool = True, model_optional: bool = False
+) -> None:
+    parser.add_argument(
+        "model",
+        nargs="?" if model_optional else None,
+        help="model file: .onnx, .xml (IR), .tflite, .pb, .pdmodel",
+    )
+    parser.add_argument(
+        "-d", "--device", default="CPU", help="OpenVINO device, e.g. CPU, GPU (default: CPU)"
+    )
     parser.add_argument(
         "--precision",
         choices=PRECISION_CHOICES,
@@ -105,22 +101,24 @@ def _add_model_options(parser: argparse.ArgumentParser, *, inputs: bool = True) 
     )
     parser.add_argument(
         "--shape",
+        type=_clikit.parse_shape,
         action="append",
         default=[],
-        metavar="[NAME=]DIMS",
+        metavar="[NAME=]D0,D1,...",
         help="reshape an input to static dims before compiling, e.g. x=1,3,224,224 "
         "(repeatable; NAME may be left out for a one-input model)",
     )
     if not inputs:
         return
     parser.add_argument(
+        "-i",
         "--input",
         action="append",
         default=[],
         metavar="[NAME=]FILE",
         help="input data: .npy, .npz (arrays matched by name) or an image (repeatable). "
-        "Inputs not given get seeded random data; unknown dims default to 1 (first) and "
-        "224 (others)",
+        "Inputs not given get seeded random data; free dims default to "
+        f"{_clikit.FREE_DIM_FIRST} (first) and {_clikit.FREE_DIM_OTHER} (others)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     images = parser.add_argument_group("image inputs (value = (pixel - mean) / scale)")
@@ -152,61 +150,145 @@ def _add_model_options(parser: argparse.ArgumentParser, *, inputs: bool = True) 
     images.add_argument("--bgr", action="store_true", help="channels in BGR order (default: RGB)")
 
 
-JSON_HELP = "also write the report as JSON to FILE ('-': stdout; the text then goes to stderr)"
+def _add_compile_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--hint",
+        choices=("latency", "throughput"),
+        default="latency",
+        help="PERFORMANCE_HINT: one request at a time (latency, the default) or as many "
+        "parallel requests as the device likes (throughput)",
+    )
+    parser.add_argument(
+        "--streams", type=_positive_int, metavar="N", help="NUM_STREAMS (default: the hint's)"
+    )
+    parser.add_argument(
+        "--threads",
+        type=_positive_int,
+        metavar="N",
+        help="INFERENCE_NUM_THREADS (default: all cores)",
+    )
+    parser.add_argument(
+        "--cache-dir", metavar="DIR", help="OpenVINO model cache folder (created if missing)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of `openvino-runner`."""
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Inspect, run, compare and benchmark models on OpenVINO.",
+        description="Inspect, run, compare, profile and benchmark models on OpenVINO.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _clikit.add_version_option(parser, "openvino-runner")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     info = sub.add_parser("info", help="inputs, outputs, op counts and conversion of a model")
     _add_model_options(info, inputs=False)
-    info.add_argument("--json", metavar="FILE", help=JSON_HELP)
+    _clikit.add_json_option(info, "the model's description")
+    info.set_defaults(func=cmd_info)
 
     run = sub.add_parser("run", help="run one inference, print and save the outputs")
     _add_model_options(run)
-    run.add_argument("--output", metavar="OUT.npz", help="save the outputs here, by name")
+    run.add_argument(
+        "-o", "--output", metavar="OUT.npz", help="save the outputs here, by name (.npz)"
+    )
+    _clikit.add_json_option(run, "the inputs' and outputs' summary")
+    run.set_defaults(func=cmd_run)
 
     compare = sub.add_parser(
         "compare", help="compare OpenVINO with onnxruntime on the same inputs (exit 1: mismatch)"
     )
     _add_model_options(compare)
-    compare.add_argument("--against", choices=("onnxruntime",), default="onnxruntime")
-    compare.add_argument("--atol", type=_tolerance, default=1e-4, help="absolute tolerance (1e-4)")
-    compare.add_argument("--rtol", type=_tolerance, default=1e-3, help="relative tolerance (1e-3)")
-    compare.add_argument("--top-k", type=_positive_int, default=5, help="k of top-k agreement")
+    compare.add_argument(
+        "--against",
+        choices=("onnxruntime",),
+        default="onnxruntime",
+        help="the reference runtime (only onnxruntime so far)",
+    )
+    compare.add_argument(
+        "--atol", type=_tolerance, default=1e-4, help="absolute tolerance (default: 1e-4)"
+    )
+    compare.add_argument(
+        "--rtol", type=_tolerance, default=1e-3, help="relative tolerance (default: 1e-3)"
+    )
+    compare.add_argument(
+        "--top-k",
+        type=_positive_int,
+        default=5,
+        metavar="K",
+        help="for classifier-shaped outputs (N, C): report how many of the reference's "
+        "top K classes OpenVINO also ranks in its top K (default: 5)",
+    )
     compare.add_argument(
         "--reference",
         metavar="MODEL.onnx",
         help="run this ONNX model on onnxruntime (default: MODEL itself, which must be ONNX); "
         "e.g. the source of an IR written by `convert`",
     )
-    compare.add_argument("--json", metavar="FILE", help=JSON_HELP)
+    _clikit.add_json_option(compare, "the comparison")
+    compare.set_defaults(func=cmd_compare)
 
-    bench = sub.add_parser("bench", help="measure compile time, latency and throughput")
-    _add_model_options(bench)
-    bench.add_argument("--hint", choices=("latency", "throughput"), default="latency")
+    bench = sub.add_parser(
+        "bench",
+        help="measure compile time, latency and throughput, or --compare saved reports",
+        description="Measure a model, or put saved `bench --json` reports side by side "
+        "(bench --compare A.json B.json ...).",
+    )
+    _add_model_options(bench, model_optional=True)
+    _add_compile_options(bench)
     stop = bench.add_mutually_exclusive_group()
     stop.add_argument(
-        "--time", type=_positive_float, metavar="SECONDS", help="run this long (default: 10 s)"
+        "-t", "--time", type=_positive_float, metavar="SECONDS", help="run this long (default: 10)"
     )
-    stop.add_argument("--iterations", type=_positive_int, metavar="N", help="run N inferences")
+    stop.add_argument(
+        "-n", "--iterations", type=_positive_int, metavar="N", help="run N inferences"
+    )
     bench.add_argument(
         "--requests",
         type=_positive_int,
         metavar="N",
-        help="infer requests (default: 1 for latency, optimal for throughput)",
+        help="infer requests (default: 1 for latency, the device's optimum for throughput)",
     )
-    bench.add_argument("--streams", type=_positive_int, metavar="N", help="NUM_STREAMS")
-    bench.add_argument("--threads", type=_positive_int, metavar="N", help="INFERENCE_NUM_THREADS")
-    bench.add_argument("--cache-dir", metavar="DIR", help="OpenVINO model cache folder")
-    bench.add_argument("--json", metavar="FILE", help=JSON_HELP)
-    bench.add_argument("--no-progress", action="store_true", help="no progress bar")
+    bench.add_argument(
+        "--compare",
+        nargs="+",
+        metavar="REPORT.json",
+        help="compare saved `bench --json` reports (the first is the baseline): metrics, "
+        "ratios and every setting that differs; no model is run",
+    )
+    _clikit.add_json_option(bench, "the report (latency samples, settings, versions, CPU)")
+    _clikit.add_progress_option(bench)
+    bench.set_defaults(func=cmd_bench)
+
+    profile = sub.add_parser(
+        "profile",
+        help="per-layer time from OpenVINO's performance counters, slowest first",
+    )
+    _add_model_options(profile)
+    _add_compile_options(profile)
+    profile.add_argument(
+        "-n",
+        "--iterations",
+        type=_positive_int,
+        default=50,
+        metavar="N",
+        help="inferences with counters (and as many without, interleaved, to measure the "
+        "counters' overhead); per-layer times are means over them (default: 50)",
+    )
+    profile.add_argument(
+        "--top",
+        type=_positive_int,
+        default=15,
+        metavar="N",
+        help="print the N slowest layers (default: 15; --json keeps all)",
+    )
+    profile.add_argument(
+        "--exec-graph",
+        metavar="FILE.xml",
+        help="also write the executed graph (kernels, precisions, per-layer times) as "
+        "IR .xml + .bin, like benchmark_app -exec_graph_path",
+    )
+    _clikit.add_json_option(profile, "every layer's times and the per-type summary")
+    profile.set_defaults(func=cmd_profile)
 
     convert = sub.add_parser(
         "convert",
@@ -226,7 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--output-names",
         metavar="NAME[,NAME...]",
         help="make these tensors the outputs, in this order: graph outputs or inner ones such "
-        "as the logits before a softmax (ops nothing needs any more are dropped)",
+        "as the logits before a softmax (ops nothing needs any more are dropped); "
+        "ovc calls this --output",
     )
     convert.add_argument(
         "--check",
@@ -245,33 +328,38 @@ def build_parser() -> argparse.ArgumentParser:
         help="--check's relative tolerance (default 1e-3, or 1e-2 with --compress-to-fp16)",
     )
     convert.add_argument("--seed", type=int, default=0, help="seed of --check's random inputs")
-    convert.add_argument("--json", metavar="FILE", help=JSON_HELP)
+    _clikit.add_json_option(convert, "the conversion report")
+    convert.set_defaults(func=cmd_convert)
+
+    _clikit.add_completion_command(sub, parser)
     return parser
 
 
 def _runner(args: argparse.Namespace, **kwargs: Any) -> Runner:
     from openvino_runner.runner import Runner
 
+    _check_targets(args)
     precision = None if args.precision == "default" else args.precision
     runner = Runner(args.model, args.device, precision, **kwargs)
     if args.shape:
         shapes: dict[str, tuple[int, ...]] = {}
-        for item in args.shape:
-            name, dims = parse_assignment(item, "--shape")
+        for name, dims in args.shape:
             if name is None:
                 specs = runner.input_specs()
                 if len(specs) != 1:
                     raise RunnerError(
                         f"the model has {len(specs)} inputs; name the one to reshape, e.g. "
-                        f"--shape {specs[0].name}={dims}"
+                        f"--shape {specs[0].name}={','.join(map(str, dims))}"
                     )
                 name = specs[0].name
-            shapes[name] = parse_shape(dims)
+            shapes[name] = dims
         runner.reshape(shapes)
     return runner
 
 
 def _inputs(args: argparse.Namespace) -> dict[str | None, Any]:
+    from openvino_runner.inputs import parse_assignment
+
     given: dict[str | None, Any] = {}
     for item in args.input:
         name, value = parse_assignment(item, "--input")
@@ -280,19 +368,22 @@ def _inputs(args: argparse.Namespace) -> dict[str | None, Any]:
 
 
 def _image(args: argparse.Namespace) -> ImageOptions:
+    from openvino_runner.inputs import ImageOptions
+
     return ImageOptions(
         size=args.image_size, layout=args.layout, mean=args.mean, scale=args.scale, bgr=args.bgr
     )
 
 
 def _check_targets(args: argparse.Namespace) -> None:
-    """Refuse ``--output``/``--json`` paths that cannot be written, before any compiling.
+    """Refuse output paths that cannot be written, before any compiling.
 
     A benchmark or a large inference should not run to completion only to fail at the end.
     """
     for option, value in (
         ("--output", getattr(args, "output", None)),
         ("--json", getattr(args, "json", None)),
+        ("--exec-graph", getattr(args, "exec_graph", None)),
     ):
         if not value or (option == "--json" and value == "-"):
             continue
@@ -312,42 +403,10 @@ def _check_targets(args: argparse.Namespace) -> None:
             )
 
 
-@contextlib.contextmanager
-def _temporary_beside(target: Path) -> Iterator[Path]:
-    """A fresh hidden name in *target*'s folder, removed afterwards if still there."""
-    partial = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
-    try:
-        yield partial
-    finally:  # also on KeyboardInterrupt; a read-only folder may refuse even this
-        with contextlib.suppress(OSError):
-            partial.unlink(missing_ok=True)
-
-
-def _write_atomically(target: Path, write: Callable[[Path], object], option: str) -> None:
-    """Write *target* through a temporary file renamed into place, or raise RunnerError.
-
-    Messages name *target*, never the temporary.
-    """
-    with _temporary_beside(target) as partial:
-        try:
-            write(partial)
-            partial.replace(target)  # never leave a half-written file behind
-        except OSError as exc:
-            raise RunnerError(f"{option}: cannot write {target}: {exc.strerror or exc}") from None
-
-
-def _write_json(args: argparse.Namespace, data: dict[str, Any]) -> None:
-    path = getattr(args, "json", None)
-    if not path:
-        return
-    text = json.dumps(data, indent=2, default=str) + "\n"
-    if path == "-":
-        stdout = getattr(args, "real_stdout", None) or sys.stdout
-        stdout.write(text)
-        stdout.flush()
-        return
-    _write_atomically(Path(path), lambda p: p.write_text(text), "--json")
-    print(f"report written to {path}")
+def _write_json(args: argparse.Namespace, data: Mapping[str, Any]) -> None:
+    _clikit.write_json(args.json, data)
+    if args.json and args.json != "-":
+        print(f"report written to {args.json}")
 
 
 def save_npz(path: Path, arrays: Mapping[str, Any]) -> None:
@@ -356,6 +415,8 @@ def save_npz(path: Path, arrays: Mapping[str, Any]) -> None:
     Unlike ``np.savez(path, **arrays)``, any output name works, including ``file`` and
     ``allow_pickle`` (``np.savez``'s own parameters).
     """
+    import zipfile
+
     import numpy as np
 
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
@@ -407,19 +468,29 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe(name: str, array: np.ndarray[Any, Any]) -> str:
+def _summary(array: np.ndarray[Any, Any]) -> dict[str, Any]:
+    """dtype, shape, min/max/mean and (for one classifier row) the top 5, JSON-ready."""
     import numpy as np
 
-    text = f"  {name:<32} {array.dtype!s:<8} {list(array.shape)}"
+    from openvino_runner.compare import classification_rows
+
+    data: dict[str, Any] = {"dtype": str(array.dtype), "shape": list(array.shape)}
     if array.size and np.issubdtype(array.dtype, np.number):
         values = array.astype(np.float64)
-        text += f"  min {values.min():.6g} max {values.max():.6g} mean {values.mean():.6g}"
-        from openvino_runner.compare import classification_rows
-
+        data.update(min=float(values.min()), max=float(values.max()), mean=float(values.mean()))
         rows = classification_rows(array)
         if rows is not None and rows.shape[0] == 1:
             top = np.argsort(-rows[0], kind="stable")[:5]
-            text += "  top5 " + ", ".join(f"{i}:{rows[0][i]:.4g}" for i in top)
+            data["top5"] = [[int(i), float(rows[0][i])] for i in top]
+    return data
+
+
+def _describe(name: str, data: Mapping[str, Any]) -> str:
+    text = f"  {name:<32} {data['dtype']:<8} {data['shape']}"
+    if "min" in data:
+        text += f"  min {data['min']:.6g} max {data['max']:.6g} mean {data['mean']:.6g}"
+    if "top5" in data:
+        text += "  top5 " + ", ".join(f"{i}:{v:.4g}" for i, v in data["top5"])
     return text
 
 
@@ -427,17 +498,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     runner = _runner(args)
     feeds = runner.prepare(_inputs(args), seed=args.seed, image=_image(args))
     outputs = runner.run(feeds)
+    report: dict[str, Any] = {
+        "model": str(runner.path),
+        "device": args.device,
+        "precision": runner.properties().get("INFERENCE_PRECISION_HINT", "?"),
+        "inputs": {name: _summary(array) for name, array in feeds.items()},
+        "outputs": {name: _summary(array) for name, array in outputs.items()},
+        "saved_to": args.output,
+    }
     print(f"device: {args.device}, {_precision_note(runner)}")
-    print("inputs:")
-    for name, array in feeds.items():
-        print(_describe(name, array))
-    print("outputs:")
-    for name, array in outputs.items():
-        print(_describe(name, array))
+    for title in ("inputs", "outputs"):
+        print(f"{title}:")
+        for name, data in report[title].items():
+            print(_describe(name, data))
     if args.output:
-        out = Path(args.output)
-        _write_atomically(out, lambda p: save_npz(p, outputs), "--output")
-        print(f"outputs saved to {out}")
+        with _clikit.atomic_path(args.output, "--output") as partial:
+            save_npz(partial, outputs)
+        print(f"outputs saved to {args.output}")
+    _write_json(args, report)
     return 0
 
 
@@ -478,7 +556,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print(f"    why: {r.note}")
     print("result: " + ("all outputs match" if report.passed else "MISMATCH"))
     _write_json(args, report.to_dict())
-    return 0 if report.passed else 1
+    return 0 if report.passed else EXIT_MISMATCH
 
 
 class _Progress:
@@ -507,12 +585,21 @@ class _Progress:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.compare:
+        if args.model:
+            raise RunnerError(
+                "bench --compare reads saved reports and runs no model; drop MODEL "
+                f"({args.model}) or --compare"
+            )
+        return _bench_compare(args)
+    if not args.model:
+        raise RunnerError("bench needs a MODEL (or --compare A.json B.json to compare reports)")
+    from openvino_runner.benchmark import text_histogram
+
     runner = _runner(
         args, hint=args.hint, streams=args.streams, threads=args.threads, cache_dir=args.cache_dir
     )
-    progress = None
-    if not args.no_progress and sys.stderr.isatty():
-        progress = _Progress(args.iterations, args.time)
+    progress = _Progress(args.iterations, args.time) if _clikit.progress_enabled(args) else None
     try:
         result = runner.benchmark(
             iterations=args.iterations,
@@ -530,8 +617,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     cache = "no cache"
     if result.cache_dir is not None:
         cache = f"cache {'hit' if result.cache_hit else 'miss'} in {result.cache_dir}"
+    cpu = result.environment.get("cpu", {})
     print(f"model:            {result.model}")
     print(f"device:           {result.device}, hint {result.hint}")
+    print(f"cpu:              {cpu.get('model', '?')}; {' '.join(cpu.get('flags', [])) or '?'}")
     print(f"input shapes:     {', '.join(f'{n}={s}' for n, s in result.input_shapes.items())}")
     print(f"compile time:     {result.compile_time_s * 1000:.1f} ms ({cache})")
     print(f"first inference:  {result.first_inference_ms:.2f} ms")
@@ -542,10 +631,103 @@ def cmd_bench(args: argparse.Namespace) -> int:
         f"p99 {lat['p99']:.3f}  min {lat['min']:.3f}  max {lat['max']:.3f}"
     )
     print(f"throughput:       {result.throughput_fps:.2f} inferences/s")
+    if result.samples_ms:
+        print("latency histogram (log-spaced bins):")
+        for line in text_histogram(result.samples_ms):
+            print(line)
     print("effective device properties:")
     for name, value in props.items():
         print(f"  {name:<34} {value}")
     _write_json(args, result.to_dict())
+    return 0
+
+
+def _bench_compare(args: argparse.Namespace) -> int:
+    import json
+
+    from openvino_runner.benchmark import compare_reports
+
+    reports = []
+    for name in args.compare:
+        try:
+            data = json.loads(Path(name).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise RunnerError(f"--compare {name}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise RunnerError(f"--compare {name}: not JSON ({exc})") from None
+        if not isinstance(data, dict) or "latency_ms" not in data:
+            raise RunnerError(
+                f"--compare {name}: not a `openvino-runner bench --json` report (no latency_ms)"
+            )
+        reports.append((name, data))
+    table = compare_reports(reports)
+    labels = [f"[{i}]" for i in range(len(reports))]
+    for label, name in zip(labels, table["reports"], strict=True):
+        print(f"{label} {name}")
+    header = f"{'':<22}" + "".join(f"{label:>12}" for label in labels)
+    header += "".join(f"{label + '/[0]':>12}" for label in labels[1:])
+    print(header)
+    for row in table["rows"]:
+        values = "".join(f"{'-' if v is None else f'{v:.4g}':>12}" for v in row["values"])
+        ratios = "".join(f"{'-' if r is None else f'{r:.3f}x':>12}" for r in row["ratios"][1:])
+        print(f"{row['metric']:<22}{values}{ratios}")
+    if table["differences"]:
+        print("settings that differ:")
+        for diff in table["differences"]:
+            shown = "  |  ".join(
+                f"{label} {v}" for label, v in zip(labels, diff["values"], strict=True)
+            )
+            print(f"  {diff['key']}: {shown}")
+    else:
+        print("settings that differ: none")
+    _write_json(args, table)
+    return 0
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from openvino_runner.profiling import profile_model
+
+    runner = _runner(
+        args, hint=args.hint, streams=args.streams, threads=args.threads, cache_dir=args.cache_dir
+    )
+    report = profile_model(
+        runner,
+        _inputs(args),
+        iterations=args.iterations,
+        seed=args.seed,
+        image=_image(args),
+        exec_graph=args.exec_graph,
+    )
+    shapes = ", ".join(f"{n}={s}" for n, s in report.input_shapes.items())
+    print(f"model:      {report.model} ({shapes}), {report.device}, precision {report.precision}")
+    print(
+        f"latency:    median {report.latency_ms:.3f} ms with counters, "
+        f"{report.latency_without_counters_ms:.3f} ms without "
+        f"(counters' overhead {report.counters_overhead:+.1%}, {report.iterations} "
+        "interleaved inferences each)"
+    )
+    print(
+        f"layers:     {len(report.layers)} executed ({report.not_run} fused or not run), "
+        f"sum {report.layers_total_ms:.3f} ms = {report.coverage:.0%} of the latency"
+    )
+    top = report.layers[: args.top]
+    print(f"slowest {len(top)} layers (median per inference):")
+    print(
+        f"  {'real ms':>9} {'cpu ms':>9} {'share':>6}  {'type':<18} {'kernel':<24} {'prec':<5} name"
+    )
+    total = report.layers_total_ms or 1.0
+    for layer in top:
+        print(
+            f"  {layer.real_ms:9.3f} {layer.cpu_ms:9.3f} {layer.real_ms / total:6.1%}  "
+            f"{layer.type:<18} {layer.exec_type:<24} {layer.precision:<5} {layer.name}"
+        )
+    print("by layer type:")
+    print(f"  {'real ms':>9} {'share':>6} {'count':>5}  type")
+    for group in report.by_type:
+        print(f"  {group.real_ms:9.3f} {group.share:6.1%} {group.count:5d}  {group.type}")
+    if report.exec_graph:
+        print(f"executed graph written to {report.exec_graph} (+ .bin)")
+    _write_json(args, report.to_dict())
     return 0
 
 
@@ -564,9 +746,12 @@ def _print_ops(title: str, counts: Mapping[str, int]) -> None:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
+    from openvino_runner.convert import convert_model
+
     runner = _runner(args)
     names = [n.strip() for n in (args.output_names or "").split(",") if n.strip()]
-    report = runner.convert(
+    report = convert_model(
+        runner,
         args.output,
         compress_to_fp16=args.compress_to_fp16,
         output_names=names or None,
@@ -614,66 +799,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0 if report.passed else EXIT_MISMATCH
 
 
-COMMANDS = {
-    "info": cmd_info,
-    "run": cmd_run,
-    "compare": cmd_compare,
-    "bench": cmd_bench,
-    "convert": cmd_convert,
-}
-
-
-def _one_line(message: str) -> str:
-    """A multi-line message (a conversion report's list of ops) as one line."""
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
-    if not lines:
-        return message
-    return lines[0] + (" " + "; ".join(lines[1:]) if len(lines) > 1 else "")
-
-
-def _error(message: str) -> int:
-    print(f"{PROG}: error: {_one_line(message)}", file=sys.stderr)
-    return EXIT_ERROR
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `openvino-runner` with *argv* (default: ``sys.argv[1:]``); return the exit status."""
-    try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        if args.command is None:
-            parser.print_help()
-            return EXIT_ERROR
-        _check_targets(args)
-        args.real_stdout = sys.stdout
-        # `--json -`: the JSON owns stdout, the human-readable text goes to stderr
-        text_to_stderr = getattr(args, "json", None) == "-"
-        with contextlib.redirect_stdout(sys.stderr) if text_to_stderr else contextlib.nullcontext():
-            code = COMMANDS[args.command](args)
-        sys.stdout.flush()
-        return code
-    except RunnerError as exc:
-        return _error(str(exc))
-    except OSError as exc:
-        if isinstance(exc, BrokenPipeError):
-            return _closed_stdout()
-        where = f"{exc.filename}: " if exc.filename else ""
-        return _error(f"{where}{exc.strerror or exc}")
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-
-
-def _closed_stdout() -> int:
-    """The reader of stdout went away (``| head -1``): stop quietly, like a Unix tool.
-
-    Python would flush stdout again at exit and print a second BrokenPipeError, so stdout
-    is pointed at /dev/null first.
-    """
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    return EXIT_BROKEN_PIPE
+    return _clikit.run(build_parser, argv, errors=lambda: (RunnerError,))
 
 
 if __name__ == "__main__":

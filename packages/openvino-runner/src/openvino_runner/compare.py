@@ -144,10 +144,19 @@ def compare_arrays(
 
 
 def run_onnxruntime(
-    model: str | bytes, feeds: Mapping[str, np.ndarray[Any, Any]], *, label: str | None = None
+    model: str | bytes,
+    feeds: Mapping[str, np.ndarray[Any, Any]],
+    *,
+    label: str | None = None,
+    base_dir: str | os.PathLike[str] | None = None,
 ) -> list[tuple[str, np.ndarray[Any, Any]]]:
     """Run *model* (a path, or serialized ONNX bytes named *label* in errors) once on
-    onnxruntime's CPU provider; ``(name, array)`` in model order."""
+    onnxruntime's CPU provider; ``(name, array)`` in model order.
+
+    Bytes whose weights are external data (``MODEL.onnx.data``, what torch's dynamo
+    exporter writes) find them in *base_dir*: onnxruntime otherwise looks in the working
+    directory and refuses any other path.
+    """
     try:
         import onnxruntime
     except ImportError:
@@ -156,6 +165,10 @@ def run_onnxruntime(
         ) from None
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
+    if isinstance(model, bytes) and base_dir is not None:
+        options.add_session_config_entry(
+            "session.model_external_initializers_file_folder_path", str(base_dir)
+        )
     try:
         session = onnxruntime.InferenceSession(
             model, sess_options=options, providers=["CPUExecutionProvider"]
@@ -305,7 +318,12 @@ def explain_softmax_failures(
             config=runner.extra_config,
         )
         got = list(extra_runner.run(feeds).values())
-    reference = run_onnxruntime(data, feeds, label=f"{runner.path} (logits exposed)")
+    reference = run_onnxruntime(
+        data,
+        feeds,
+        label=f"{runner.path} (logits exposed)",
+        base_dir=runner.path.resolve().parent,
+    )
     # The extra outputs come last, in the order given (both engines keep ONNX's order);
     # OpenVINO may name a tensor differently, so match by position.
     extra = len(failed)

@@ -198,7 +198,11 @@ def _check(
         except ImportError:
             model = str(source.path)
         try:
-            reference = dict(run_onnxruntime(model, feeds, label=str(source.path)))
+            reference = dict(
+                run_onnxruntime(
+                    model, feeds, label=str(source.path), base_dir=source.path.resolve().parent
+                )
+            )
         except MissingDependencyError:
             reference = {}
         if reference and all(n in reference for n in wanted):

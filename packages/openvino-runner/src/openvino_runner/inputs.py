@@ -29,11 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from openvino_runner._clikit import fill_free_dims
 from openvino_runner.errors import InputError, ModelFileError
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"})
-DEFAULT_BATCH = 1
-DEFAULT_DIM = 224
 
 # (lower bound, upper bound or None when unbounded); a static dimension has lower == upper.
 Dim = tuple[int, "int | None"]
@@ -81,22 +80,6 @@ def format_dims(dims: Sequence[Dim] | None) -> str:
         else:
             parts.append(f"{lo}..{hi}")
     return "[" + ",".join(parts) + "]"
-
-
-def parse_shape(text: str) -> tuple[int, ...]:
-    """Parse ``"1,3,224,224"`` (also ``1x3x224x224`` or ``[1,3,224,224]``) into ints."""
-    cleaned = text.strip().strip("[]()").replace("x", ",")
-    try:
-        # Every part must be a number: an empty one ("1,,3", or "1,3,x" where "x" is
-        # the 1x3x8 separator) is an error, not a dimension silently dropped.
-        dims = tuple(int(p) for p in cleaned.split(","))
-    except ValueError:
-        raise InputError(
-            f"shape must be comma-separated integers such as 1,3,224,224, got {text!r}"
-        ) from None
-    if not dims or any(d < 0 for d in dims):
-        raise InputError(f"shape must be non-negative integers such as 1,3,224,224, got {text!r}")
-    return dims
 
 
 def parse_assignment(text: str, what: str) -> tuple[str | None, str]:
@@ -162,13 +145,14 @@ def resolve_shape(spec: InputSpec, given: Sequence[int] | None = None) -> tuple[
             f"input {spec.name!r} has an unknown rank; give its shape, e.g. "
             f"--shape {spec.name}=1,3,224,224"
         )
+    # The free-dimension default shared with deform-conv2d-onnx (the CLI kit's)
+    defaults = fill_free_dims([None] * len(spec.dims))
     shape_list = []
     for i, (lo, hi) in enumerate(spec.dims):
         if hi is not None and lo == hi:
             shape_list.append(lo)
             continue
-        want = DEFAULT_BATCH if i == 0 else DEFAULT_DIM
-        want = max(want, lo)
+        want = max(defaults[i], lo)
         if hi is not None:
             want = min(want, hi)
         shape_list.append(want)

@@ -17,15 +17,18 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from openvino_runner.benchmark import (
+    MAX_SAMPLES,
     BenchmarkResult,
     Progress,
     check_limits,
+    histogram,
     latency_summary,
+    machine_info,
     measure,
 )
 from openvino_runner.deformconv import ONNX_OP_TYPE, deform_conv_extension
@@ -41,9 +44,6 @@ from openvino_runner.diagnostics import (
 )
 from openvino_runner.errors import InputError, ModelFileError, RunnerError
 from openvino_runner.inputs import Dim, Feeds, ImageOptions, InputSpec, prepare_inputs
-
-if TYPE_CHECKING:
-    from openvino_runner.convert import ConversionReport
 
 # Also re-exported here from the modules they moved to: BenchmarkResult, latency_summary
 # (benchmark), FORMATS, conversion_failures, onnx_nodes (diagnostics).
@@ -432,37 +432,6 @@ class Runner:
             for i, name in enumerate(self.output_names())
         }
 
-    # -- converting --------------------------------------------------------------------
-    def convert(
-        self,
-        output: str | os.PathLike[str],
-        *,
-        compress_to_fp16: bool = False,
-        output_names: Sequence[str] | None = None,
-        check: bool = False,
-        atol: float | None = None,
-        rtol: float | None = None,
-        seed: int = 0,
-    ) -> ConversionReport:
-        """Write this model (as read and reshaped) as OpenVINO IR at *output* (``.xml``).
-
-        See :func:`openvino_runner.convert_model`: atomic write, optional FP16 weights,
-        *output_names* to keep only some outputs, and *check* to run the IR against the
-        source.
-        """
-        from openvino_runner.convert import convert_model
-
-        return convert_model(
-            self,
-            output,
-            compress_to_fp16=compress_to_fp16,
-            output_names=output_names,
-            check=check,
-            atol=atol,
-            rtol=rtol,
-            seed=seed,
-        )
-
     # -- benchmarking ------------------------------------------------------------------
     def benchmark(
         self,
@@ -503,6 +472,21 @@ class Runner:
             progress=progress,
         )
         assert self.compile_time_s is not None
+        settings = {
+            "device": self.device,
+            "precision": self.precision or "device default",
+            "hint": self.hint,
+            "requests": requests,
+            "streams": self.streams,
+            "threads": self.threads,
+            "cache_dir": str(self.cache_dir) if self.cache_dir is not None else None,
+            "iterations": iterations,
+            "time_s": time_s,
+            "seed": seed,
+            "shapes": {n: list(s) for n, s in self.shapes.items()},
+            "config": {k: str(v) for k, v in self.extra_config.items()},
+        }
+        samples = seen.latencies_ms
         props["REQUESTS"] = str(requests)
         duration = seen.duration_s
         return BenchmarkResult(
@@ -520,6 +504,10 @@ class Runner:
             cache_hit=self.cache_hit,
             input_shapes={n: list(a.shape) for n, a in feeds.items()},
             properties=props,
+            settings=settings,
+            histogram=histogram(samples),
+            samples_ms=list(samples) if len(samples) <= MAX_SAMPLES else None,
+            environment=machine_info(self.core, self.device),
         )
 
 
