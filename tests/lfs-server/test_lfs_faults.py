@@ -474,3 +474,36 @@ def test_busy_lock_database_waits_or_answers_retryable_503(busy_db_server: Serve
     expected = sorted([*paths[:12], "same.psd", "b/0.bin"])
     assert [r[0] for r in rows] == expected
     assert sorted(lock["path"] for lock in listed["locks"]) == expected
+
+
+# --- issue 25 M3: a PostgreSQL restart costs no request ------------------------------
+
+
+def test_postgresql_restart_fails_no_request(postgres: object) -> None:
+    """Each worker's pooled connections die with the server: after it is back, the first
+    request of every worker used to get a 503 (git-lfs does not retry lock verification,
+    so a push failed). A connection found dead is replaced once, transparently."""
+    from lfs_engines import start_postgres
+
+    pg = start_postgres()  # its own: the session's PostgreSQL serves other tests
+    server = None
+    try:
+        url = pg.create_database("lfs_m3")
+        server = start_server(extra_env={"LFS_DATABASE_URL": url})
+        locks = server.lfs("faults/pg-restart") + "/locks"
+        session = requests.Session()
+        for i in range(12):  # every worker opens its connections (users, locks)
+            r = session.post(locks, json={"path": f"warm{i}.bin"}, headers=basic("alice"))
+            assert r.status_code == 201, r.text
+        pg.halt()
+        pg.start()
+        statuses = []
+        for i in range(12):
+            statuses.append(session.get(locks, headers=basic("bob"), timeout=30).status_code)
+            r = session.post(locks, json={"path": f"after{i}.bin"}, headers=basic("alice"))
+            statuses.append(r.status_code)
+        assert set(statuses) <= {200, 201}, statuses
+    finally:
+        if server is not None:
+            server.stop()
+        pg.stop()

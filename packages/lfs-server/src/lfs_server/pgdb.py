@@ -17,9 +17,9 @@ import datetime
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from lfs_server.locks import LOCK_COLUMNS, DatabaseUnavailable, Lock, LockExists, LockStore
 from lfs_server.users import User, UserDB
@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS lfs_meta (
 # Several workers of several nodes start at once: CREATE TABLE IF NOT EXISTS is not safe
 # against itself, so schema creation takes this advisory lock first.
 _SCHEMA_LOCK = 0x6C6673  # "lfs"
+T = TypeVar("T")
 
 
 def _psycopg() -> Any:
@@ -86,6 +87,34 @@ class _Connections:
                 f"the database did not answer while {what}; nothing was changed, retry in a moment"
             ) from exc
 
+    def run(self, what: str, work: Callable[[Any], T]) -> T:
+        """*work(connection)*; a pooled connection the server dropped is replaced once.
+
+        After PostgreSQL restarts, every worker's idle connection is dead and only says so
+        when used. The statement never reached a live server then, so running it again on
+        a fresh connection is safe; a fresh connection that fails is a real outage.
+        """
+        for attempt in (1, 2):
+            pooled = self._pooled()
+            try:
+                with self.connection(what) as conn:
+                    return work(conn)
+            except DatabaseUnavailable as exc:
+                if attempt == 2 or not pooled or not self._dropped(exc.__cause__):
+                    raise
+        raise AssertionError("unreachable")
+
+    def _pooled(self) -> bool:
+        conn = getattr(self._local, "conn", None)
+        return conn is not None and not conn.closed and self._local.pid == os.getpid()
+
+    def _dropped(self, exc: BaseException | None) -> bool:
+        """A connection the server closed (or shut down: SQLSTATE 57P01-57P03)?"""
+        if not isinstance(exc, (self._psycopg.OperationalError, self._psycopg.InterfaceError)):
+            return False
+        sqlstate = getattr(exc, "sqlstate", None)
+        return sqlstate is None or sqlstate.startswith("57P")
+
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         self._local.conn = None
@@ -111,20 +140,21 @@ class PgLockDB(LockStore):
 
     def check(self) -> None:
         """Raise DatabaseUnavailable unless the database answers."""
-        with self._db.connection("checking the database") as conn:
-            conn.execute("SELECT 1")
+        self._db.run("checking the database", lambda conn: conn.execute("SELECT 1"))
 
     def create(self, repo: str, path: str, owner: str, ref: str | None = None) -> Lock:
         """Lock *path* in *repo* for *owner*; raise LockExists with the holder if taken."""
         now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
         for _attempt in range(5):
-            with self._db.connection("creating a lock") as conn:
-                row = conn.execute(
+            row = self._db.run(
+                "creating a lock",
+                lambda conn: conn.execute(
                     "INSERT INTO lfs_locks (repo, path, owner, locked_at, ref)"
                     " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (repo, path) DO NOTHING"
                     " RETURNING id",
                     (repo, path, owner, now, ref),
-                ).fetchone()
+                ).fetchone(),
+            )
             if row is not None:
                 return Lock(int(row[0]), repo, path, owner, now)
             existing = self.find(repo, path=path, limit=1)
@@ -134,17 +164,19 @@ class PgLockDB(LockStore):
         raise DatabaseUnavailable(f"{path} is being locked and unlocked too fast; retry")
 
     def _select(self, sql: str, args: list[object]) -> list[Lock]:
-        with self._db.connection("reading locks") as conn:
-            return [Lock(int(r[0]), *r[1:]) for r in conn.execute(sql, args).fetchall()]
+        rows = self._db.run("reading locks", lambda conn: conn.execute(sql, args).fetchall())
+        return [Lock(int(r[0]), *r[1:]) for r in rows]
 
     def delete(self, repo: str, lock_id: int) -> Lock | None:
         """Remove a lock; return it, or None if it did not exist."""
-        with self._db.connection("removing a lock") as conn:
-            row = conn.execute(
+        row = self._db.run(
+            "removing a lock",
+            lambda conn: conn.execute(
                 "DELETE FROM lfs_locks WHERE repo = %s AND id = %s"
                 " RETURNING id, repo, path, owner, locked_at",
                 (repo, lock_id),
-            ).fetchone()
+            ).fetchone(),
+        )
         return None if row is None else Lock(int(row[0]), *row[1:])
 
 
@@ -159,10 +191,12 @@ class PgUserDB(UserDB):
     def load_url(cls, url: str) -> PgUserDB:
         """All users of the database at *url*."""
         db = cls(url)
-        with db._db.connection("reading users") as conn:
-            rows = conn.execute(
+        rows = db._db.run(
+            "reading users",
+            lambda conn: conn.execute(
                 "SELECT name, password_hash, permissions FROM lfs_users ORDER BY name"
-            ).fetchall()
+            ).fetchall(),
+        )
         for name, password_hash, permissions in rows:
             grants = permissions if isinstance(permissions, dict) else json.loads(permissions)
             db.users[name] = User(name, password_hash, dict(grants))
@@ -171,21 +205,29 @@ class PgUserDB(UserDB):
 
     def save(self) -> None:
         """Make the database's users exactly this object's users (one transaction)."""
-        with self._db.connection("saving users") as conn, conn.transaction():
-            names = list(self.users)
-            conn.execute("DELETE FROM lfs_users WHERE NOT (name = ANY(%s))", (names,))
-            for user in self.users.values():
+
+        def write(conn: Any) -> None:
+            with conn.transaction():
+                names = list(self.users)
+                conn.execute("DELETE FROM lfs_users WHERE NOT (name = ANY(%s))", (names,))
+                for user in self.users.values():
+                    conn.execute(
+                        "INSERT INTO lfs_users (name, password_hash, permissions)"
+                        " VALUES (%s, %s, %s::jsonb) ON CONFLICT (name) DO UPDATE SET"
+                        " password_hash = excluded.password_hash,"
+                        " permissions = excluded.permissions",
+                        (
+                            user.name,
+                            user.password_hash,
+                            json.dumps(user.permissions, sort_keys=True),
+                        ),
+                    )
                 conn.execute(
-                    "INSERT INTO lfs_users (name, password_hash, permissions)"
-                    " VALUES (%s, %s, %s::jsonb) ON CONFLICT (name) DO UPDATE SET"
-                    " password_hash = excluded.password_hash,"
-                    " permissions = excluded.permissions",
-                    (user.name, user.password_hash, json.dumps(user.permissions, sort_keys=True)),
+                    "INSERT INTO lfs_meta (key, value) VALUES ('users_version', 1)"
+                    " ON CONFLICT (key) DO UPDATE SET value = lfs_meta.value + 1"
                 )
-            conn.execute(
-                "INSERT INTO lfs_meta (key, value) VALUES ('users_version', 1)"
-                " ON CONFLICT (key) DO UPDATE SET value = lfs_meta.value + 1"
-            )
+
+        self._db.run("saving users", write)
         self._db.close()
 
 
@@ -197,6 +239,10 @@ class PgUsersVersion:
 
     def __call__(self) -> int:
         """The current version (0 before the first save)."""
-        with self._db.connection("reading users") as conn:
-            row = conn.execute("SELECT value FROM lfs_meta WHERE key = 'users_version'").fetchone()
+        row = self._db.run(
+            "reading users",
+            lambda conn: conn.execute(
+                "SELECT value FROM lfs_meta WHERE key = 'users_version'"
+            ).fetchone(),
+        )
         return 0 if row is None else int(row[0])
