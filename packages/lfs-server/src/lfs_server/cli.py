@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from lfs_server import _clikit
+from lfs_server import _clikit, ssh
 from lfs_server.config import ENV_VARS, Config, ConfigError
 
 if TYPE_CHECKING:
@@ -225,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     hook.set_defaults(func=_pre_receive)
 
     # Further subcommands register here (one line each, e.g. the SSH remote commands).
+    ssh.add_parser(sub)
     _clikit.add_completion_command(sub, parser)
     return parser
 
@@ -243,6 +244,9 @@ def _config(args: argparse.Namespace, must_exist: bool = False, **extra: object)
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `lfs-server` with *argv* (default: ``sys.argv[1:]``); return the exit status."""
+    from lfs_server.fsmode import no_group_or_other_write
+
+    no_group_or_other_write()  # under umask 000 too, nothing we create is writable by others
     return _clikit.run(build_parser, argv)
 
 

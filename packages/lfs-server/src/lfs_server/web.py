@@ -21,6 +21,7 @@ from lfs_server.authcache import SharedAuthCache
 from lfs_server.config import Config
 from lfs_server.locks import DatabaseUnavailable, LockDB
 from lfs_server.metrics import Metrics
+from lfs_server.ssh import api_token_user
 from lfs_server.storage import ObjectStore
 from lfs_server.tokens import TokenError, TokenSigner
 from lfs_server.users import UserDB, level_rank, load_users
@@ -220,7 +221,8 @@ def authorize(repo: str, needed: str) -> str:
     """
     svc = services()
     creds = basic_credentials()
-    if creds is None:
+    token = bearer_token() if creds is None else None
+    if creds is None and token is None:
         if needed == "read" and svc.config.anonymous_read:
             g.user = ""
             return ""
@@ -228,9 +230,16 @@ def authorize(repo: str, needed: str) -> str:
             401,
             "credentials are required: log in with the user name and password lfs-server gave you",
         )
-    name, password = creds
-    if not svc.check_password(name, password):
-        raise ApiError(401, f"wrong user name or password for {name!r}")
+    if creds is None:
+        # A token git-lfs-authenticate (`lfs-server ssh`) printed for this repository.
+        try:
+            name = api_token_user(svc.signer, token or "", repo, needed)
+        except TokenError as exc:
+            raise ApiError(401, str(exc)) from None
+    else:
+        name, password = creds
+        if not svc.check_password(name, password):
+            raise ApiError(401, f"wrong user name or password for {name!r}")
     g.user = name
     user = svc.users().users.get(name)
     if user is None:  # removed by the CLI a moment ago
