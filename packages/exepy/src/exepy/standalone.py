@@ -55,7 +55,13 @@ from exepy.build import (
 from exepy.editor import ResourceEditor, SignatureRemovedWarning
 from exepy.runtime import Runtime, cache_root
 from exepy.sign import SignError, SignOptions, sign_bytes
-from exepy.wheels import WheelError, download_requirements, wheel_files
+from exepy.wheels import (
+    WheelError,
+    binary_wheel_files,
+    download_requirements,
+    is_pure,
+    wheel_files,
+)
 
 __all__ = [
     "BOOT_ID",
@@ -338,8 +344,10 @@ def build_standalone(
 ) -> StandaloneResult:
     """Build a standalone app: *output* is the exe (onefile) or a folder (onedir).
 
-    *wheels* (pure-Python wheel files) and the wheels ``pip download`` finds for
-    *requirements* go into the bundle next to the app's files (see :mod:`exepy.wheels`).
+    *wheels* (wheel files) and the wheels ``pip download`` finds for *requirements*: pure
+    ones go into the bundle next to the app's files (see :mod:`exepy.wheels`); binary ones
+    (``cp3XY``/``abi3``, ``win_amd64``) go beside the exe in an onedir folder, which is on
+    ``sys.path``, since Windows loads extension modules only from files.
     An app that imports tkinter gets Tcl/Tk from the runtime (:mod:`exepy.tk`; ``tcl/``
     trimmed unless *full_tcl*).
     Nothing is written unless everything succeeds; an existing exe is replaced atomically,
@@ -361,19 +369,39 @@ def build_standalone(
         raise BuildError(f"the output {os.fspath(output)} is a file; --onedir writes a folder")
     files = collect_files(main, inputs, cwd)
     contents = read_files(files)
+    on_disk: list[tuple[str, bytes]] = []  # binary wheels' files, beside the exe
+
+    def add_wheel(wheel: Path, label: str) -> None:
+        if is_pure(wheel):
+            contents.extend(wheel_files(wheel, label))
+        elif onefile:
+            raise BuildError(
+                f"{label} is a binary wheel: its extension modules must be files beside the "
+                "exe, which --onedir writes (--onefile holds pure-Python wheels only)"
+            )
+        else:
+            on_disk.extend(binary_wheel_files(wheel, runtime.minor, label))
+
     try:
         for wheel in wheels:
-            contents.extend(wheel_files(cwd / wheel))
+            add_wheel(cwd / wheel, os.fspath(wheel))
         if requirements is not None:
             with tempfile.TemporaryDirectory(prefix="exepy-wheels-") as downloads:
                 found = download_requirements(
-                    cwd / requirements, runtime.minor, Path(downloads), version=runtime.version
+                    cwd / requirements,
+                    runtime.minor,
+                    Path(downloads),
+                    version=runtime.version,
+                    prefer_pure=onefile,
                 )
                 for wheel in found:
-                    label = f"{wheel.name} (from {os.fspath(requirements)})"
-                    contents.extend(wheel_files(wheel, label))
+                    add_wheel(wheel, f"{wheel.name} (from {os.fspath(requirements)})")
     except WheelError as exc:
         raise BuildError(str(exc)) from None
+    taken = {path.name.lower() for path in runtime.binaries()}
+    clash = sorted({n for n, _ in on_disk if n.split("/")[0].lower() in taken})
+    if clash:
+        raise BuildError(f"a binary wheel holds {clash[0]}, a name the runtime's files use")
     try:
         tk_plan = tk.plan(runtime, contents, onefile=onefile, full_tcl=full_tcl)
     except tk.TkError as exc:
@@ -420,7 +448,7 @@ def build_standalone(
     exe_name = (name or Path(names[0]).stem) + ".exe"
     try:
         extra = [] if tk_plan is None else [(p.name, p) for p in tk_plan.binaries] + tk_plan.folder
-        _write_folder(target, exe_name, data, runtime, force=force, extra=extra)
+        _write_folder(target, exe_name, data, runtime, force=force, extra=extra, files=on_disk)
     except OSError as exc:
         raise BuildError(f"cannot write {os.fspath(output)}: {exc.strerror or exc}") from None
     return StandaloneResult(target / exe_name, target, names, argv, len(data), notes)
@@ -434,6 +462,7 @@ def _write_folder(
     *,
     force: bool,
     extra: Sequence[tuple[str, Path]] = (),
+    files: Sequence[tuple[str, bytes]] = (),
 ) -> None:
     """Fill a temporary folder beside *target*, then rename it into place."""
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
@@ -446,6 +475,9 @@ def _write_folder(
         for relative, path in extra:  # Tcl/Tk's DLLs and tcl/ (exepy.tk)
             (staging / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, staging / relative)
+        for relative_name, content in files:  # binary wheels' packages, on sys.path
+            (staging / relative_name).parent.mkdir(parents=True, exist_ok=True)
+            (staging / relative_name).write_bytes(content)
         staging.chmod(0o755)
         if target.exists() and force:
             old = target.with_name(f".{target.name}.old-{os.getpid()}")

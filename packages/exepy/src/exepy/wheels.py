@@ -24,7 +24,14 @@ from collections.abc import Sequence
 from email.parser import Parser
 from pathlib import Path
 
-__all__ = ["WheelError", "download_requirements", "target_environment", "wheel_files"]
+__all__ = [
+    "WheelError",
+    "binary_wheel_files",
+    "download_requirements",
+    "is_pure",
+    "target_environment",
+    "wheel_files",
+]
 
 _BINARY_SUFFIXES = (".pyd", ".so", ".dll", ".dylib")
 
@@ -126,6 +133,74 @@ sys.exit(main())
 """
 
 
+def is_pure(path: Path) -> bool:
+    """Whether the wheel at *path* says it is pure Python (``*-none-any``, purelib); a file
+    that is not a wheel counts as pure, so that :func:`wheel_files` names the problem."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            info = _metadata(archive, os.fspath(path))
+    except (OSError, zipfile.BadZipFile, WheelError):
+        return True
+    tags = [tag.strip() for tag in info.get("tag", [])]
+    purelib = [value.strip().lower() for value in info.get("root-is-purelib", [])]
+    return purelib == ["true"] and all(tag.endswith("-none-any") for tag in tags)
+
+
+def _tag_fits(tag: str, minor: str) -> bool:
+    """Whether wheel tag *tag* loads in Windows x64 CPython *minor* (``3.13``)."""
+    try:
+        python, abi, platform = tag.split("-")
+    except ValueError:
+        return False
+    if platform not in ("win_amd64", "any"):
+        return False
+    ours = "cp3" + minor.split(".")[1]
+    pythons = python.split(".")
+    if abi == "abi3":  # the stable ABI: built for cp3Y, loads in every later 3.x
+        return any(
+            p.startswith("cp3") and p[3:].isdigit() and int(p[3:]) <= int(ours[3:]) for p in pythons
+        )
+    return (ours in pythons and abi in (ours, "none")) or (abi == "none" and "py3" in pythons)
+
+
+def binary_wheel_files(path: Path, minor: str, label: str | None = None) -> list[tuple[str, bytes]]:
+    """The ``(relative name, content)`` files of a binary wheel for Windows x64 CPython
+    *minor*, laid out as pip installs them (``.data/platlib`` and ``purelib`` at the top,
+    scripts and headers left out); they go to disk beside the exe, since Windows loads
+    extension modules and DLLs only from files. Raises :class:`WheelError` for a wheel
+    built for another platform or Python."""
+    name = label or os.fspath(path)
+    try:
+        archive = zipfile.ZipFile(path)
+    except OSError as exc:
+        raise WheelError(f"cannot read the wheel {name}: {exc.strerror or exc}") from None
+    except zipfile.BadZipFile:
+        raise WheelError(f"{name} is not a wheel (a .whl is a zip file)") from None
+    with archive:
+        tags = [tag.strip() for tag in _metadata(archive, name).get("tag", [])]
+        if not any(_tag_fits(tag, minor) for tag in tags):
+            raise WheelError(
+                f"{name} is built for {', '.join(tags) or 'no platform'}; the runtime is "
+                f"Windows x64 CPython {minor}: give its cp3{minor.split('.')[1]}-win_amd64 "
+                "(or abi3) wheel"
+            )
+        files = []
+        for member in archive.infolist():
+            if member.is_dir():
+                continue
+            target = member.filename
+            top = target.split("/")[0]
+            if top.endswith(".data"):
+                kind, _, rest = target[len(top) + 1 :].partition("/")
+                if kind not in ("purelib", "platlib") or not rest:
+                    continue
+                target = rest
+            if ".." in target.split("/") or target.startswith("/"):
+                raise WheelError(f"{name} holds the unsafe path {member.filename}")
+            files.append((target, archive.read(member)))
+    return files
+
+
 def download_requirements(
     requirements: Path,
     minor: str,
@@ -133,13 +208,15 @@ def download_requirements(
     pip: Sequence[str] = (),
     *,
     version: str | None = None,
+    prefer_pure: bool = True,
 ) -> list[Path]:
     """Wheels for *requirements* (a pip requirements file) for Windows x64 CPython *minor*.
 
     Runs ``pip download --only-binary=:all:`` for that platform into *folder* (the caller
     owns it and removes it), with environment markers evaluated for Windows and CPython
     *version* (default: *minor*.0), unless *pip* names another pip command; raises
-    :class:`WheelError` with pip's last line.
+    :class:`WheelError` with pip's last line. With *prefer_pure*, a binary wheel whose
+    release also has a pure one is replaced by that (for builds that hold pure code only).
     """
     if not requirements.is_file():
         raise WheelError(f"the requirements file {os.fspath(requirements)} does not exist")
@@ -170,7 +247,7 @@ def download_requirements(
         reason = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
         raise WheelError(f"pip download -r {os.fspath(requirements)} failed: {reason}")
     found = sorted(folder.glob("*.whl"))
-    if pip:
+    if pip or not prefer_pure:
         return found
     options = _index_options(requirements)
     return [_pure_instead(wheel, minor, command, options) for wheel in found]
