@@ -199,3 +199,39 @@ def test_direct_gunicorn_requests_cannot_publish_local_files(api: Api, server: S
     )
     assert_lfs_error(r, 400, "SHA-256")
     assert not list((server.data / "repos/sec").rglob(oid))
+
+
+# --- issue 25 M5: modes do not depend on the umask -------------------------------------
+
+
+def test_nothing_the_server_makes_is_writable_by_others_under_umask_000(tmp_path: Path) -> None:
+    """Under umask 000 the data, store and run folders were 0777: a local user replaced
+    gunicorn.sock with their own socket and read the next request's Basic credentials."""
+    import stat
+
+    from lfs_testlib import make_data_dir, start_server
+
+    parent = make_data_dir()
+    data = parent / "data"  # made by lfs-server itself (`user add`, then `serve`)
+    old = os.umask(0)
+    try:
+        server = start_server(data, log=parent / "serve.log")  # the test's file, not ours
+    finally:
+        os.umask(old)
+    try:
+        Api(server).upload("umask/repo", b"an object under umask 000")
+        writable = []
+        for path in [data, *data.rglob("*")]:
+            info = path.lstat()
+            if stat.S_ISSOCK(info.st_mode) or stat.S_ISLNK(info.st_mode):
+                continue  # connecting needs write on a socket; its folder protects it
+            if info.st_mode & 0o022:
+                writable.append(f"{path.relative_to(data)} {stat.filemode(info.st_mode)}")
+        assert not writable, writable
+        for folder in (data, data / "run", data / "repos", data / "tmp"):
+            assert stat.S_IMODE(folder.stat().st_mode) == 0o755, folder
+    finally:
+        server.stop()
+        import shutil
+
+        shutil.rmtree(parent, ignore_errors=True)

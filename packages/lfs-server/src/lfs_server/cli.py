@@ -244,6 +244,9 @@ def _config(args: argparse.Namespace, must_exist: bool = False, **extra: object)
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `lfs-server` with *argv* (default: ``sys.argv[1:]``); return the exit status."""
+    from lfs_server.fsmode import no_group_or_other_write
+
+    no_group_or_other_write()  # under umask 000 too, nothing we create is writable by others
     return _clikit.run(build_parser, argv)
 
 

@@ -23,6 +23,7 @@ from typing import TextIO
 
 from lfs_server.authcache import KEY_ENV as AUTH_CACHE_KEY_ENV
 from lfs_server.config import Config, parse_listen
+from lfs_server.fsmode import make_dir
 from lfs_server.nginx import find_nginx, render_nginx_config, socket_path
 from lfs_server.storage import ObjectStore, StoreUnavailable, open_store
 from lfs_server.tokens import load_or_create_key, proxy_secret
@@ -34,8 +35,14 @@ class ServeError(Exception):
 
 def prepare(config: Config) -> bytes:
     """Create the data layout and key; return the key."""
-    for path in (config.repos_dir, config.tmp_dir, config.run_dir, config.body_dir.parent):
-        path.mkdir(parents=True, exist_ok=True)
+    for path in (
+        config.root,
+        config.repos_dir,
+        config.tmp_dir,
+        config.run_dir,
+        config.body_dir.parent,
+    ):
+        make_dir(path)
     return load_or_create_key(config.key_path)
 
 

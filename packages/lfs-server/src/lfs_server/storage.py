@@ -328,8 +328,9 @@ def _make_traversable(top: Path, leaf: Path) -> None:
     current = leaf
     while True:
         with contextlib.suppress(PermissionError):
-            if (current.stat().st_mode & 0o755) != 0o755:
-                current.chmod(0o755)
+            mode = stat.S_IMODE(current.stat().st_mode)
+            if (mode & 0o755) != 0o755 or mode & 0o022:  # enterable, writable by us alone
+                current.chmod((mode | 0o755) & ~0o022)
         if current == top or current.parent == current or top not in current.parents:
             break
         current = current.parent
