@@ -235,3 +235,18 @@ def test_nothing_the_server_makes_is_writable_by_others_under_umask_000(tmp_path
         import shutil
 
         shutil.rmtree(parent, ignore_errors=True)
+
+
+def test_nginx_logs_are_readable_by_the_server_alone(server: Server, api: Api) -> None:
+    """Issue 25 M4: in proxy mode nginx's error log records a failed fetch's presigned S3
+    URL (access key id, a signature valid for minutes); it was created 0644."""
+    api.upload("logs/private", b"something logged")
+    for name in ("nginx-error.log", "nginx-access.log"):
+        log = server.data / "run" / name
+        assert log.stat().st_mode & 0o077 == 0, (
+            name,
+            oct(log.stat().st_mode),
+        )
+        assert log.stat().st_uid == os.geteuid()
+    access = (server.data / "run/nginx-access.log").read_text()
+    assert "/logs/private.git/info/lfs/upload/" in access  # nginx still writes it

@@ -148,6 +148,20 @@ def check_worker_access(config: Config) -> None:
         path.chmod(path.stat().st_mode | 0o755)
 
 
+def private_logs(config: Config) -> None:
+    """Make nginx's logs mode 0600 before nginx opens them (it keeps an existing file's mode).
+
+    In proxy mode the error log names the presigned S3 URL of a failed fetch (access key
+    id and a signature valid for minutes); nginx itself would create the files 0644.
+    """
+    for name in ("nginx-error.log", "nginx-access.log"):
+        fd = os.open(config.run_dir / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
+
+
 def write_nginx_config(config: Config, key: bytes) -> Path:
     """Write the generated nginx.conf into the run directory (mode 0600: it holds a secret)."""
     path = config.run_dir / "nginx.conf"
@@ -254,6 +268,7 @@ class Supervisor:
             self._spawn("gunicorn", self._gunicorn_cmd(f"unix:{sock}"), env)
             _wait_until(lambda: _connectable_unix(sock), 60, self.children)
             run = str(config.run_dir)
+            private_logs(config)
             self._spawn(
                 "nginx",
                 [nginx, "-p", run + "/", "-c", str(conf), "-e", f"{run}/nginx-error.log",
