@@ -229,7 +229,6 @@ def install_tk_from(runtime: Runtime, install: Path) -> TkRuntime:
             shutil.copy2(install / "LICENSE.txt", licences / "python.LICENSE.txt")
         return f"--from {install}"
 
-    _check_minor(runtime)
     return _install(runtime, fill)
 
 
