@@ -98,6 +98,7 @@ def test_every_option_has_help() -> None:
         "convert",
         "info",
         "profile",
+        "quantize",
         "run",
     ]
 

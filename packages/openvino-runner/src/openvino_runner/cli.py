@@ -121,6 +121,10 @@ def _add_model_options(
         f"{_clikit.FREE_DIM_FIRST} (first) and {_clikit.FREE_DIM_OTHER} (others)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    _add_image_options(parser)
+
+
+def _add_image_options(parser: argparse.ArgumentParser) -> None:
     images = parser.add_argument_group("image inputs (value = (pixel - mean) / scale)")
     images.add_argument(
         "--image-size",
@@ -330,6 +334,80 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--seed", type=int, default=0, help="seed of --check's random inputs")
     _clikit.add_json_option(convert, "the conversion report")
     convert.set_defaults(func=cmd_convert)
+
+    quantize = sub.add_parser(
+        "quantize",
+        help="post-training INT8 with NNCF, then its accuracy cost and speed-up "
+        "(exit 1: beyond --max-drop)",
+        description="Quantize to INT8 (needs openvino-runner[quantize]), write the IR, then "
+        "compare it with the f32 model on held-out samples and time both, interleaved.",
+    )
+    _add_model_options(quantize, inputs=False)
+    quantize.add_argument(
+        "-o", "--output", required=True, metavar="OUT.xml", help="the INT8 IR to write"
+    )
+    quantize.add_argument(
+        "--data",
+        required=True,
+        metavar="DIR|FILE.npz|FILE.npy",
+        help="calibration samples: a folder of images (or .npy files, one sample each), an "
+        ".npy, or an .npz with one array per input name; arrays hold N samples stacked "
+        "(N, ...) or split along their first axis",
+    )
+    quantize.add_argument(
+        "--subset",
+        type=_positive_int,
+        default=300,
+        metavar="N",
+        help="calibrate on at most N samples (default: 300)",
+    )
+    quantize.add_argument(
+        "--held-out",
+        type=_positive_int,
+        metavar="N",
+        help="the last N samples never calibrate; they measure the accuracy cost "
+        "(default: a fifth, at least 1)",
+    )
+    quantize.add_argument(
+        "--preset",
+        choices=("performance", "mixed"),
+        default="performance",
+        help="NNCF preset: symmetric weights and activations (performance, the default) "
+        "or asymmetric activations (mixed: for non-ReLU activations)",
+    )
+    quantize.add_argument(
+        "--ignored-scope",
+        type=_clikit.key_value,
+        action="append",
+        default=[],
+        metavar="KIND=VALUE",
+        help="keep in f32: name=NODE, type=OPTYPE (e.g. type=MatMul) or pattern=REGEX (repeatable)",
+    )
+    quantize.add_argument(
+        "--max-drop",
+        type=_tolerance,
+        metavar="FRACTION",
+        help="exit 1 when the accuracy cost exceeds this: the share of held-out samples whose "
+        "top-1 class changed (classifiers), else 1 - the worst cosine similarity",
+    )
+    quantize.add_argument(
+        "--rounds",
+        type=_positive_int,
+        default=3,
+        metavar="N",
+        help="speed: turns per model, f32 and INT8 alternating (default: 3)",
+    )
+    quantize.add_argument(
+        "-t",
+        "--time",
+        type=_positive_float,
+        default=1.0,
+        metavar="SECONDS",
+        help="speed: seconds per turn, for latency and again for throughput (default: 1)",
+    )
+    _add_image_options(quantize)
+    _clikit.add_json_option(quantize, "the accuracy and speed report")
+    quantize.set_defaults(func=cmd_quantize)
 
     _clikit.add_completion_command(sub, parser)
     return parser
@@ -729,6 +807,60 @@ def cmd_profile(args: argparse.Namespace) -> int:
         print(f"executed graph written to {report.exec_graph} (+ .bin)")
     _write_json(args, report.to_dict())
     return 0
+
+
+def cmd_quantize(args: argparse.Namespace) -> int:
+    from openvino_runner.quantize import quantize_model
+
+    scope: dict[str, list[str]] = {"name": [], "type": [], "pattern": []}
+    for kind, value in args.ignored_scope:
+        if kind not in scope:
+            raise RunnerError(
+                f"--ignored-scope {kind}={value}: KIND is name, type or pattern, got {kind!r}"
+            )
+        scope[kind].append(value)
+    runner = _runner(args)
+    report = quantize_model(
+        runner,
+        args.output,
+        args.data,
+        subset=args.subset,
+        held_out=args.held_out,
+        preset=args.preset,
+        ignored_names=scope["name"],
+        ignored_types=scope["type"],
+        ignored_patterns=scope["pattern"],
+        image=_image(args),
+        max_drop=args.max_drop,
+        rounds=args.rounds,
+        time_s=args.time,
+    )
+    cpu = report.cpu
+    print(
+        f"wrote:      {report.xml} + .bin: INT8 ({report.fake_quantize_ops} FakeQuantize), "
+        f"preset {report.preset}, {report.calibration_samples} calibration samples"
+    )
+    print(f"cpu:        {cpu.get('model', '?')}; {' '.join(cpu.get('flags', [])) or '?'}")
+    print(f"accuracy on {report.held_out_samples} held-out samples, INT8 vs f32:")
+    for out in report.outputs:
+        line = f"  {out.name}: max abs {out.max_abs:.3g}, worst cosine {out.worst_cosine:.6f}"
+        if out.top1_agreement is not None:
+            line += f", top-1 agree {out.top1_agreement:.1%}"
+        print(line)
+    limit = f" (--max-drop {report.max_drop:g})" if report.max_drop is not None else ""
+    print(f"  drop: {report.drop:.4g}{limit}")
+    print(f"speed ({report.rounds} interleaved turns each):")
+    print(f"  {'':<6} {'latency ms':>11} {'throughput/s':>13}")
+    for label, speed in (("f32", report.f32), ("INT8", report.int8)):
+        print(f"  {label:<6} {speed.latency_ms:11.3f} {speed.throughput_fps:13.1f}")
+    print(
+        f"  speed-up: latency {report.latency_speedup:.2f}x, "
+        f"throughput {report.throughput_speedup:.2f}x"
+    )
+    if report.max_drop is not None:
+        print("result: " + ("within --max-drop" if report.passed else "DROP TOO LARGE"))
+    _write_json(args, report.to_dict())
+    return 0 if report.passed else EXIT_MISMATCH
 
 
 def _size_text(size: int) -> str:
