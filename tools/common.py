@@ -1,30 +1,105 @@
-"""Helpers every tool shares: running and logging commands, free ports, starting servers.
+"""Helpers every tool shares, and the ones the tests share with the tools.
 
-Standard library only, so any script under tools/ (the demo steps, the benchmarks) can use
-it from whichever environment runs it. Put `tools/` on `sys.path` and `import common`.
-The port and HTTP-polling helpers are the test suite's own (`tests/support.py`, standard
-library only too), imported from there: a package's tests may import only that package and
-the helpers under tests/ (see docs/architecture.md), so the one copy lives on that side.
+Running and logging commands, starting servers, free ports, waiting for HTTP, percentiles
+and JSON results. Standard library only, so any script under tools/ (the demo steps, the
+benchmarks) can use it from whichever environment runs it: put `tools/` on `sys.path` and
+`import common`. The dependency runs one way, tests -> tools: the tests reach this module
+through pytest's `pythonpath` (root pyproject.toml) and `tests/support.py` re-exports the
+port and HTTP helpers; no tool imports anything under tests/.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
+import socket
+import statistics
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.append(str(ROOT / "tests"))
-from support import free_port, http_ok, wait_http  # noqa: E402  (re-exported for the tools)
 
 # The environment the tool runs in: its console scripts sit next to its interpreter.
 BIN = Path(sys.executable).parent
 
-__all__ = ["BIN", "ROOT", "free_port", "http_ok", "say", "serve", "sh", "tool", "wait_http"]
+__all__ = [
+    "BIN",
+    "ROOT",
+    "free_port",
+    "http_ok",
+    "percentile",
+    "say",
+    "serve",
+    "sh",
+    "tool",
+    "wait_http",
+    "write_json",
+]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def http_ok(url: str, timeout: float = 2.0) -> bool:
+    """True when GET *url* answers 200."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return bool(response.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def wait_http(
+    url: str,
+    proc: subprocess.Popen[Any] | None = None,
+    timeout: float = 60.0,
+    describe: Callable[[], str] = lambda: "",
+) -> None:
+    """Poll *url* until it answers 200.
+
+    Raises AssertionError, with *describe()* (e.g. the server's log) appended, when *proc*
+    exits first or *timeout* seconds pass.
+    """
+    deadline = time.monotonic() + timeout
+    while not http_ok(url):
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"{proc.args!r} exited with {proc.returncode}:\n{describe()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{url} did not answer within {timeout:g} s:\n{describe()}")
+        time.sleep(0.1)
+
+
+def percentile(values: Sequence[float], percent: float) -> float:
+    """The *percent* percentile of *values* (statistics.quantiles, inclusive method: linear
+    between the closest ranks); NaN for no value. p50 is the median."""
+    if not values:
+        return math.nan
+    if len(values) == 1:
+        return float(values[0])
+    if not 0 < percent < 100:
+        raise ValueError(f"percent must be between 0 and 100, got {percent}")
+    cuts = statistics.quantiles(values, n=1000, method="inclusive")
+    return cuts[round(percent * 10) - 1]
+
+
+def write_json(path: str | os.PathLike[str], data: object) -> None:
+    """Write *data* as JSON to *path* atomically (a temporary file beside it, renamed)."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    tmp.replace(target)
 
 
 def say(message: str) -> None:

@@ -104,6 +104,52 @@ def test_lint_imports_fails_on_a_planted_cycle(tmp_path: Path) -> None:
     assert ".pe -> .bundle" in broken.stdout, broken.stdout
 
 
+# Tools that still put a tests/ folder on sys.path, and why (issue 29: tests -> tools only).
+# The list may only shrink.
+TOOLS_REACHING_INTO_TESTS = {
+    # Ceph/PostgreSQL/sshd starters and helpers in tests/lfs-server/ (lfs-server's files)
+    "tools/bench/lfs_scale.py",
+    "tools/bench/lfs_ssh.py",
+    # the fallback resource writer in tests/embeddedimport/ (embeddedimport's bench)
+    "tools/bench/embeddedimport.py",
+}
+
+
+def _tool_sources() -> list[Path]:
+    """Every Python file under tools/, the suffix-less scripts included."""
+    return [
+        path
+        for path in sorted((ROOT / "tools").rglob("*"))
+        if path.suffix == ".py"
+        or (
+            path.is_file()
+            and not path.suffix
+            and path.read_bytes().startswith(b"#!/usr/bin/env python")
+        )
+    ]
+
+
+def test_no_tool_puts_tests_on_its_path() -> None:
+    """Helpers tests and tools share live in tools/common.py; no tool imports from tests/."""
+    reaching = set()
+    for path in _tool_sources():
+        source = path.read_text()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Call):
+                changed = node.func  # sys.path.insert(...), .append, .extend
+            elif isinstance(node, ast.AugAssign):
+                changed = node.target  # sys.path += [...]
+            elif isinstance(node, ast.Assign):
+                changed = node.targets[0]  # sys.path[:0] = [...]
+            else:
+                continue
+            if "sys.path" in (ast.get_source_segment(source, changed) or "") and "tests" in (
+                ast.get_source_segment(source, node) or ""
+            ):
+                reaching.add(str(path.relative_to(ROOT)))
+    assert reaching <= TOOLS_REACHING_INTO_TESTS, sorted(reaching - TOOLS_REACHING_INTO_TESTS)
+
+
 BLOCKER = r"""
 import importlib.abc, importlib.util, pkgutil, sys
 forbidden = set(sys.argv[2].split(",")) - {""}

@@ -534,19 +534,21 @@ def test_fsck_and_migrate_to_s3(ceph: Ceph, postgres: Postgres, tmp_path: Path) 
         c.stop()
 
 
-def test_load_across_two_nodes_loses_nothing(ceph: Ceph, postgres: Postgres) -> None:
+def test_load_across_two_nodes_loses_nothing(
+    ceph: Ceph, postgres: Postgres, tmp_path: Path
+) -> None:
     c = Cluster(ceph, postgres)
     env = {**os.environ, **c.env()}
+    report = tmp_path / "load.json"
     result = subprocess.run(
         [sys.executable, str(TOOLS / "lfs_load.py"), "--nodes", "2", "--clients", "32",
          "--one-user", "--duration", "6", "--max-size-kib", "256", "--workers", "2",
-         "--seed", "7"],
+         "--seed", "7", "--json", str(report)],
         capture_output=True, text=True, timeout=300, env=env, check=False,
     )  # fmt: skip
-    out = result.stdout
-    assert result.returncode == 0, out + result.stderr
-    assert "unexpected statuses: none" in out, out
-    stored = re.search(r"objects told stored: (\d+) .*lost: (\d+); corrupted: (\d+);", out)
-    assert stored and int(stored.group(1)) > 0, out
-    assert stored.group(2) == "0" and stored.group(3) == "0", out
-    assert "2 nodes" in out, out
+    assert result.returncode == 0, result.stdout + result.stderr
+    [run] = json.loads(report.read_text())["runs"]  # the tool's numbers, not its wording
+    assert run["nodes"] == 2 and run["clients"] == 32, run
+    assert run["unexpected"] == 0 and run["unexpected_statuses"] == {}, run["statuses"]
+    assert run["stored"] > 0, run
+    assert (run["lost"], run["corrupted"], run["corrupt_reads"]) == (0, 0, 0), run

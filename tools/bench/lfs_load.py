@@ -17,12 +17,24 @@ directory, then runs N client threads for the given time. Each client mixes, lik
 
 Transfers use the action's token (as git-lfs does); batch and lock calls log in with Basic
 credentials. At the end every object any client was told was stored (PUT + verify 200, or
-the batch said the server already has it) is fetched again and re-hashed. Prints
-requests/s, bytes/s, p50/p99 latency per operation as the clients saw it and as nginx
-logged it, responses by status, unexpected statuses, objects lost or corrupted, the CPU
-time the server(s) and this generator used per request, and the machine's load average;
-exits 1 if anything was lost or corrupted or any status was unexpected. Needs nginx;
-loopback only.
+the batch said the server already has it) is fetched again and re-hashed: the oracle, our
+own, that nothing acknowledged was lost or corrupted. Exits 1 if anything was lost or
+corrupted or any status was unexpected. Needs nginx; loopback only.
+
+What is measured against what: requests/s and p50/p99 latency per operation as the
+clients saw them, against the same requests' time as the node's nginx logged it
+($request_time: the server's share of the latency, without the generator's queueing);
+the CPU time (psutil, user + system, reaped children included) of the server's process
+tree per request, against the CPU this generator spent per request (they share the
+machine's cores); and the machine's load average at the start and end, since other jobs
+on a shared machine move every number. Percentiles come from tools/common.py. `--json
+FILE` writes every number (tests read that, never the printed text).
+
+The HTTP client is urllib3 (one keep-alive connection per host and client, as git-lfs
+keeps; no retries, so every failure is counted). It costs the generator more CPU than
+bare http.client did: 0.69 vs 0.42 ms per request at 8 clients (server 2.1 vs 2.0 ms per
+request; 2026-12-04, 2 shared cores at load 9-11), which is why "load generator
+ms/request" is printed next to the server's own: compare runs made with the same client.
 
 `--clients 8,32,64 --repeat 3` runs the client counts one after another against the same
 server(s), interleaved R times (so a change in the machine's other load hits every count
@@ -37,11 +49,10 @@ the clients over them round-robin, and re-fetches every object through the last 
 from __future__ import annotations
 
 import argparse
-import base64
 import collections
 import contextlib
+import dataclasses
 import hashlib
-import http.client
 import itertools
 import json
 import math
@@ -61,8 +72,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+import urllib3
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import free_port, wait_http  # tools/common.py
+from common import free_port, percentile, wait_http, write_json  # tools/common.py
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -103,14 +117,12 @@ class Reply:
 
 
 class Http:
-    """A keep-alive HTTP/1.1 client on http.client: one connection per host and client, as
-    git-lfs keeps. It costs the generator a fraction of the CPU per request that requests
-    does (the generator shares the server's cores, so what it spends the server lacks)."""
+    """One simulated client's HTTP: urllib3 pools of one keep-alive connection per host."""
 
     def __init__(self, user: str, password: str, timeout: float = 300.0) -> None:
-        self.basic = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
-        self.timeout = timeout
-        self.conns: dict[str, http.client.HTTPConnection] = {}
+        self.basic = urllib3.make_headers(basic_auth=f"{user}:{password}")["authorization"]
+        # retries=False: a failed request is counted (status 599), never silently re-sent.
+        self.pools = urllib3.PoolManager(maxsize=1, timeout=timeout, retries=False)
 
     def request(
         self,
@@ -123,33 +135,23 @@ class Http:
         params: dict[str, object] | None = None,
     ) -> Reply:
         """Send one request (Basic credentials unless *headers* carry their own
-        Authorization); raise OSError or http.client.HTTPException when it fails."""
-        parts = urllib.parse.urlsplit(url)
-        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        Authorization); raise urllib3's HTTPError or OSError when it fails."""
         if params:
-            target += ("&" if parts.query else "?") + urllib.parse.urlencode(params)
-        head = {"Authorization": self.basic}
+            url += ("&" if "?" in url else "?") + urllib.parse.urlencode(params)
+        head = {"Authorization": self.basic}  # the action's own header replaces it
         if json_body is not None:
             data = json.dumps(json_body).encode()
             head["Content-Type"] = MEDIA_TYPE
         head.update(headers or {})
-        conn = self.conns.get(parts.netloc)
-        if conn is None:
-            conn = http.client.HTTPConnection(parts.netloc, timeout=self.timeout)
-            self.conns[parts.netloc] = conn
-        try:
-            conn.request(method, target, body=data, headers=head)
-            answer = conn.getresponse()
-            return Reply(answer.status, answer.read())
-        except BaseException:
-            conn.close()  # a half-read answer must not be taken for the next one's
-            del self.conns[parts.netloc]
-            raise
+        answer = self.pools.request(method, url, body=data, headers=head)
+        return Reply(answer.status, answer.data)
 
     def close(self) -> None:
-        for conn in self.conns.values():
-            conn.close()
-        self.conns.clear()
+        self.pools.clear()
+
+
+# What a failed request raises (connection refused or reset, timeouts, bad answers).
+HTTP_ERRORS = (urllib3.exceptions.HTTPError, OSError)
 
 
 @dataclass
@@ -212,7 +214,7 @@ class Client:
         start = time.perf_counter()
         try:
             r = self.http.request(method, url, **kw)
-        except (OSError, http.client.HTTPException) as exc:
+        except HTTP_ERRORS as exc:
             self.ctx.stats.record(op, 599, time.perf_counter() - start, repr(exc))
             return None
         self.ctx.stats.record(op, r.status_code, time.perf_counter() - start, r.text[:200])
@@ -342,7 +344,7 @@ class Client:
     def release_locks(self) -> None:
         """Unlock what this client still holds, so the next phase starts from no locks."""
         for lock_id in self.my_locks:
-            with contextlib.suppress(OSError, http.client.HTTPException):
+            with contextlib.suppress(*HTTP_ERRORS):
                 self.http.request("POST", f"{self.lfs}/locks/{lock_id}/unlock", json_body={})
         self.my_locks.clear()
 
@@ -360,7 +362,7 @@ class Client:
 
     def login(self) -> None:
         """One authenticated request, not measured."""
-        with contextlib.suppress(OSError, http.client.HTTPException):
+        with contextlib.suppress(*HTTP_ERRORS):
             self.http.request("GET", self.lfs + "/locks", params={"limit": 1})
 
     def run(self) -> None:
@@ -504,46 +506,34 @@ def log_size(path: Path) -> int:
         return 0
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
-
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
 def tree_cpu(roots: list[int]) -> dict[str, float]:
-    """CPU seconds (user + system) used so far by *roots* and their descendants, by program
-    (nginx, gunicorn, other): the server's own time, not that of the machine's other jobs."""
-    parent: dict[int, int] = {}
-    stats: dict[int, tuple[str, float]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            raw = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue  # ended meanwhile
-        # The command name is in parentheses and may hold spaces: split after the last ')'.
-        fields = raw[raw.rindex(")") + 2 :].split()
-        pid = int(entry.name)
-        parent[pid] = int(fields[1])
-        kind = "nginx" if b"nginx" in cmdline else "gunicorn" if b"gunicorn" in cmdline else "other"
-        stats[pid] = (kind, (int(fields[11]) + int(fields[12])) / _TICK)
+    """CPU seconds (user + system, reaped children included) used so far by *roots* and
+    their descendants, by program (nginx, gunicorn, other): the server's own time, not that
+    of the machine's other jobs."""
     found: dict[str, float] = collections.defaultdict(float)
-    for pid, (kind, seconds) in stats.items():
-        ancestor = pid
-        while ancestor not in roots and ancestor > 1:
-            ancestor = parent.get(ancestor, 0)
-        if ancestor in roots:
-            found[kind] += seconds
+    for root in roots:
+        try:
+            tree = [psutil.Process(root)]
+            tree += tree[0].children(recursive=True)
+        except psutil.NoSuchProcess:
+            continue
+        for proc in tree:
+            try:
+                with proc.oneshot():
+                    times = proc.cpu_times()
+                    cmdline = " ".join(proc.cmdline())
+            except (psutil.NoSuchProcess, psutil.ZombieProcess):
+                continue  # ended meanwhile: its parent's children_* times hold it once reaped
+            kind = (
+                "nginx" if "nginx" in cmdline else "gunicorn" if "gunicorn" in cmdline else "other"
+            )
+            found[kind] += times.user + times.system + times.children_user + times.children_system
     return dict(found)
 
 
 def own_cpu() -> float:
     """CPU seconds this process (the load generator: all client threads) has used."""
-    times = os.times()
+    times = psutil.Process().cpu_times()
     return times.user + times.system
 
 
@@ -631,6 +621,10 @@ class LoadResult:
     load_start: float
     load_end: float
 
+    counts: dict[str, int] = field(default_factory=dict)  # requests per operation
+    statuses: dict[str, dict[str, int]] = field(default_factory=dict)  # op -> status -> count
+    unexpected_statuses: dict[str, int] = field(default_factory=dict)  # status -> count
+
     @property
     def ok(self) -> bool:
         bad = self.lost or self.corrupted or self.corrupt_reads or self.unexpected
@@ -691,12 +685,7 @@ def run_phase(servers: Servers, args: argparse.Namespace, clients: int) -> LoadR
     stats = ctx.stats
     total = sum(len(v) for v in stats.latencies.values())
     used = {k: cpu_after.get(k, 0.0) - cpu_before.get(k, 0.0) for k in cpu_after}
-    unexpected = sum(
-        n
-        for op, counts in stats.statuses.items()
-        for status, n in counts.items()
-        if status not in EXPECTED[op]
-    )
+    unexpected = sum(unexpected_by_status(stats).values())
     served = server_side(windows)
     result = LoadResult(
         clients=clients,
@@ -706,8 +695,8 @@ def run_phase(servers: Servers, args: argparse.Namespace, clients: int) -> LoadR
         requests=total,
         requests_s=total / elapsed,
         p50_ms={op: 1000 * statistics.median(v) for op, v in stats.latencies.items()},
-        p99_ms={op: 1000 * pct(v, 0.99) for op, v in stats.latencies.items()},
-        nginx_p99_ms={op: 1000 * pct(v, 0.99) for op, v in served.items()},
+        p99_ms={op: 1000 * percentile(v, 99) for op, v in stats.latencies.items()},
+        nginx_p99_ms={op: 1000 * percentile(v, 99) for op, v in served.items()},
         unexpected=unexpected,
         stored=checked,
         lost=lost,
@@ -718,9 +707,24 @@ def run_phase(servers: Servers, args: argparse.Namespace, clients: int) -> LoadR
         generator_cpu_ms=1000 * (own_after - own_before) / max(1, total),
         load_start=load_start,
         load_end=load_end,
+        counts={op: len(v) for op, v in stats.latencies.items()},
+        statuses={
+            op: {str(s): n for s, n in sorted(c.items())} for op, c in stats.statuses.items()
+        },
+        unexpected_statuses=unexpected_by_status(stats),
     )
     report(result, stats, served, used, args)
     return result
+
+
+def unexpected_by_status(stats: Stats) -> dict[str, int]:
+    """How many answers had a status the operation does not expect, by status."""
+    errors: collections.Counter[str] = collections.Counter()
+    for op, counts in stats.statuses.items():
+        for status, n in counts.items():
+            if status not in EXPECTED[op]:
+                errors[str(status)] += n
+    return dict(sorted(errors.items()))
 
 
 def report(
@@ -752,12 +756,7 @@ def report(
             f"{op:16s} {len(stats.latencies[op]):7d} {result.p50_ms[op]:9.1f} "
             f"{result.p99_ms[op]:9.1f}  {counts}"
         )
-    errors: collections.Counter[int] = collections.Counter()
-    for op, counts in stats.statuses.items():
-        for status, n in counts.items():
-            if status not in EXPECTED[op]:
-                errors[status] += n
-    print(f"unexpected statuses: {dict(errors) or 'none'}")
+    print(f"unexpected statuses: {result.unexpected_statuses or 'none'}")
     for line in stats.unexpected:
         print(f"  {line}")
     stored_bytes = sum(size for _off, size in stats.stored.values())
@@ -777,7 +776,7 @@ def report(
         lat = served[op]
         print(
             f"{op:20s} {len(lat):7d} {1000 * statistics.median(lat):9.1f} "
-            f"{1000 * pct(lat, 0.99):9.1f}"
+            f"{1000 * percentile(lat, 99):9.1f}"
         )
     parts = ", ".join(f"{k} {v:.1f} s" for k, v in sorted(cpu.items()))
     print(
@@ -943,6 +942,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pin-nodes", action="store_true", help="pin node N to CPU N (one core per node)"
     )
+    parser.add_argument(
+        "--json", metavar="FILE", help="also write every run's numbers to FILE as JSON"
+    )
     args = parser.parse_args(argv)
     check_arguments(parser, args)
     if args.nodes > 1 and not (
@@ -956,7 +958,19 @@ def main(argv: list[str] | None = None) -> int:
         print("lfs_load: nginx is not installed (apt-get install nginx)", file=sys.stderr)
         return 2
     results = run(args)
-    return 0 if all(r.ok for r in results) else 1
+    ok = all(r.ok for r in results)
+    if args.json:
+        write_json(args.json, {"ok": ok, "runs": [run_json(r) for r in results]})
+    return 0 if ok else 1
+
+
+def run_json(result: LoadResult) -> dict[str, object]:
+    """One run's numbers for --json: the dataclass, its verdict and its worst API p99."""
+    return {
+        **dataclasses.asdict(result),
+        "ok": result.ok,
+        "worst_goal_p99_ms": result.worst_goal_p99_ms,
+    }
 
 
 if __name__ == "__main__":

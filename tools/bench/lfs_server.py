@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark lfs-server against plain nginx, measured in the same run (ratios, medians).
 
-    tools/bench/lfs_server.py [--size-mib 300] [--repeats 5] [--no-git]
+    tools/bench/lfs_server.py [--size-mib 300] [--repeats 5] [--no-git] [--json FILE]
 
 1. GET of one object through lfs-server (token check in Flask, then nginx sendfile via
    X-Accel-Redirect) vs the same file from a plain nginx static location.
@@ -10,6 +10,11 @@
 3. git-lfs push and a fresh clone of 20 x 10 MiB + 1 x <size> MiB through lfs-server.
 
 Goals (issue 4): GET >= 0.9x plain nginx; PUT >= 0.7x the nginx-write-plus-hash limit.
+Each pair is timed by curl (`time_total`), alternating the two sides in one run so that the
+machine's other load hits both alike; the ratio is of medians (best-of also printed).
+`--json FILE` writes every timing as a pyperf benchmark suite, so two runs (before and
+after a change) compare with `python -m pyperf compare_to before.json after.json`, and
+`python -m pyperf stats FILE` describes one.
 Needs nginx, curl, git and git-lfs; run as a user that can start nginx.
 """
 
@@ -27,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import pyperf
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -96,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size-mib", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-git", action="store_true", help="skip the git-lfs push/clone part")
+    parser.add_argument(
+        "--json", metavar="FILE", help="also write the timings to FILE as a pyperf suite"
+    )
     args = parser.parse_args(argv)
     for tool in ("nginx", "curl", "git", "git-lfs"):
         if not shutil.which(tool, path=os.environ.get("PATH", "") + ":/usr/sbin"):
@@ -250,12 +259,39 @@ def run(
     print(f"(best-of ratios: GET {best_get:.2f}x, PUT {best_put:.2f}x;")
     print(f" load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs)")
 
+    timings = {
+        "get.lfs-server": lfs_get,
+        "get.nginx": plain_get,
+        "batch.download": batch_times,
+        "put.lfs-server": lfs_put,
+        "put.nginx-write+hashlib": plain_put,
+    }
     if not args.no_git:
-        git_bench(work, lfs, payload)
+        timings.update(git_bench(work, lfs, payload))
+    if args.json:
+        write_suite(args.json, timings, {"size_mib": size // MIB})
     return 0
 
 
-def git_bench(work: Path, lfs: str, payload: Path) -> None:
+def write_suite(path: str, timings: dict[str, list[float]], metadata: dict[str, int]) -> None:
+    """*timings* (seconds) as one pyperf benchmark each, in a suite written to *path*."""
+    benchmarks = [
+        pyperf.Benchmark(
+            [
+                pyperf.Run(
+                    values,
+                    metadata={"name": name, "unit": "second", "loops": 1, **metadata},
+                    collect_metadata=False,
+                )
+            ]
+        )
+        for name, values in timings.items()
+    ]
+    pyperf.BenchmarkSuite(benchmarks).dump(path, replace=True)
+
+
+def git_bench(work: Path, lfs: str, payload: Path) -> dict[str, list[float]]:
+    """git-lfs push and a fresh clone of 20 x 10 MiB + the payload; their seconds."""
     home = work / "home"
     home.mkdir()
     env = {
@@ -301,6 +337,7 @@ def git_bench(work: Path, lfs: str, payload: Path) -> None:
     print(f"git-lfs push  20 x 10 MiB + 1 x {big} MiB ({total} MiB)  {push:6.2f} s")
     print(f"git clone (smudge downloads all, checksums equal)       {clone:6.2f} s")
     print("(issue's reference for giftless on the same data set: push 2.3-3.9 s, pull 9.5-12 s)")
+    return {"git.push": [push], "git.clone": [clone]}
 
 
 if __name__ == "__main__":
