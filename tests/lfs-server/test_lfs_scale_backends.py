@@ -123,3 +123,24 @@ def test_repository_names_never_enter_the_servers_key_space(server: Server, ceph
         assert refused.returncode == 2 and "reserved" in refused.stderr, refused.stderr
     finally:
         ceph.client().delete_object(Bucket=bucket, Key=key)  # type: ignore[attr-defined]
+
+
+def test_proxy_downloads_pass_no_client_header_but_range_to_the_store(server: Server) -> None:
+    """Issue 25 M6: `If-Match` got S3's XML 412 naming the bucket, and `HEAD` on a download
+    URL a 503 "store down" (the presigned URL is signed for GET only)."""
+    import requests
+
+    client = Api(server)
+    data = os.urandom(10_000)
+    client.upload("m6/proxy", data)
+    action = client.download_action("m6/proxy", oid_of(data), len(data))
+    bucket = server.env["LFS_S3_BUCKET"]
+    r = requests.get(action["href"], headers={**action["header"], "If-Match": '"nope"'}, timeout=30)
+    assert r.status_code == 200 and r.content == data, (r.status_code, r.text[:300])
+    assert bucket not in r.text[:1000] and "xml" not in r.headers["Content-Type"]
+    head = requests.head(action["href"], headers=action["header"], timeout=30)
+    assert head.status_code == 200, (head.status_code, head.headers)
+    assert head.headers["Content-Length"] == str(len(data))
+    part = requests.get(action["href"], headers={**action["header"], "Range": "bytes=10-19"},
+                        timeout=30)  # fmt: skip
+    assert part.status_code == 206 and part.content == data[10:20]

@@ -250,3 +250,14 @@ def test_nginx_logs_are_readable_by_the_server_alone(server: Server, api: Api) -
         assert log.stat().st_uid == os.geteuid()
     access = (server.data / "run/nginx-access.log").read_text()
     assert "/logs/private.git/info/lfs/upload/" in access  # nginx still writes it
+
+
+def test_conditional_download_on_the_local_store_is_lfs_json(server: Server, api: Api) -> None:
+    """Issue 25 M6: on the local store nginx answered an unmet If-Match with its HTML 412."""
+    data = b"conditional"
+    api.upload("m6/local", data)
+    action = api.download_action("m6/local", oid_of(data), len(data))
+    r = requests.get(action["href"], headers={**action["header"], "If-Match": '"nope"'}, timeout=30)
+    assert_lfs_error(r, 412, "If-Match")
+    head = requests.head(action["href"], headers=action["header"], timeout=30)
+    assert head.status_code == 200 and head.headers["Content-Length"] == str(len(data))

@@ -39,6 +39,12 @@ _NGINX_ERRORS: tuple[tuple[int, int, str], ...] = (
         "request body is too large: API requests take up to {api_max_body} bytes of JSON,"
         " uploads objects of {max_body}",
     ),
+    (
+        412,
+        412,
+        "a precondition of this request (If-Match, If-Unmodified-Since) does not hold;"
+        " downloads need none",
+    ),
     (414, 414, "request URI is too long"),
     (416, 416, "the requested range is not satisfiable for this object"),
     (494, 400, "request headers are too large"),
@@ -120,10 +126,11 @@ def _s3_blocks(config: Config) -> tuple[str, str]:
             proxy_pass {scheme}://lfs_s3/;{tls}
             proxy_http_version 1.1;
             proxy_set_header Connection "";
+            # Only Range reaches the store: a client's If-Match or other headers would get
+            # the store's own XML answers (naming the bucket) instead of LFS JSON.
+            proxy_pass_request_headers off;
             proxy_set_header Host {host};
-            proxy_set_header Authorization "";
-            proxy_set_header Cookie "";
-            proxy_set_header X-Forwarded-For "";
+            proxy_set_header Range $http_range;
             proxy_hide_header x-amz-request-id;
             proxy_hide_header x-amz-id-2;
             proxy_hide_header x-rgw-object-type;

@@ -74,6 +74,12 @@ def _s3_download(repo: str, oid: str) -> Response:
     svc = services()
     store = svc.store
     assert isinstance(store, S3Store)
+    if svc.config.body_mode == "nginx" and request.method == "HEAD":
+        # The presigned URL is for GET only: the app answers a HEAD itself.
+        response = Response(status=200, mimetype="application/octet-stream")
+        response.headers["Content-Length"] = str(g.object_bytes)
+        response.headers["Accept-Ranges"] = "bytes"
+        return response
     if svc.config.body_mode == "nginx":
         # The URL lives only inside nginx for the moment of this request.
         url = urlsplit(store.presigned_get(repo, oid, S3_URL_SECONDS))
