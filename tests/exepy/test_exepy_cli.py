@@ -379,8 +379,28 @@ def test_missing_arguments_name_only_the_required_ones() -> None:
     )
     assert (proc.returncode, proc.stdout) == (2, "")
     last = proc.stderr.splitlines()[-1]
-    # FILE_OR_DIR is optional (nargs="*"): the error must not call it required.
-    assert last == "exepy build: error: the following arguments are required: OUT, MAIN.py"
+    # FILE_OR_DIR is optional (nargs="*"), and OUT may come as -o: neither is called required.
+    assert last == "exepy build: error: the following arguments are required: MAIN.py"
+    proc = subprocess.run(
+        [sys.executable, "-m", "exepy", "build", "app.py"], capture_output=True, text=True
+    )
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert (
+        proc.stderr
+        == "exepy: error: give the output: exepy build OUT MAIN.py (or -o OUT MAIN.py)\n"
+    )
+
+
+def test_output_as_option(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """-o/--output OUT as in every tool of the repository; then MAIN.py comes first."""
+    code, out, err = run_cli(
+        ["build", "-o", "app.exe", "app.py", "pkg", "--base", "base.exe"], capsys
+    )
+    assert (code, err) == (0, "") and "4 files" in out
+    files, command = bundled(project / "app.exe")
+    assert command == ["-m", "app"] and "pkg/util.py" in files
+    code, _, err = run_cli(["build", "app.py", "--output", "b.exe", "--base", "base.exe"], capsys)
+    assert (code, err) == (0, "") and bundled(project / "b.exe")[0].keys() == {"app.py"}
 
 
 def _exepy(

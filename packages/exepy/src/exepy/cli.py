@@ -52,7 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
         description=_BUILD_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    build.add_argument("output", metavar="OUT", type=Path, help="the exe (or onedir folder)")
+    # OUT first is the original's spelling (`exepy create app.exe main.py`); -o OUT is the
+    # repository's: with -o, the first positional is MAIN.py.
+    build.add_argument(
+        "output", metavar="OUT", type=Path, nargs="?", help="the exe (or onedir folder)"
+    )
     build.add_argument("main", metavar="MAIN.py", type=Path, help="the script the exe runs")
     # default=[]: without a default argparse counts a nargs="*" positional as required and
     # names it in "the following arguments are required".
@@ -121,6 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     build.add_argument(
         "-f", "--force", action="store_true", help="replace an existing --onedir output folder"
+    )
+    build.add_argument(
+        "-o",
+        "--output",
+        dest="output_option",
+        metavar="OUT",
+        type=Path,
+        help="the exe (or onedir folder), instead of the first positional",
     )
     _add_sign_options(build, "--sign", "--sign-password-file")
     _clikit.add_json_option(build, "what was built (exe, size, sha256, files)")
@@ -293,6 +305,12 @@ def _build(args: argparse.Namespace) -> None:
 
     from exepy import build
     from exepy.build import BuildError
+
+    if args.output_option is not None:
+        given = [p for p in (args.output, args.main, *args.inputs) if p is not None]
+        args.output, args.main, args.inputs = args.output_option, given[0], given[1:]
+    elif args.output is None:
+        raise BuildError("give the output: exepy build OUT MAIN.py (or -o OUT MAIN.py)")
 
     if args.runtime is None:
         if args.onedir or args.onefile or args.name or args.wheel or args.requirement:
