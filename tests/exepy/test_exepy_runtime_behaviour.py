@@ -1,6 +1,7 @@
 """What a standalone app sees at run time from embeddedimport and exepy's launcher, run with
 official Windows CPython (3.11 and 3.13) under Wine in a fresh prefix (natively on Windows):
-multiprocessing without freeze_support(), sys.frozen, the prefixes.
+multiprocessing without freeze_support(), sys.frozen, the prefixes, importlib.metadata of
+bundled wheels, and the portable interpreter (an exe with python.exe's command line).
 
 ProcessPoolExecutor is not tested here: it hangs under Wine 8 even in the runtime's own
 python.exe (a Wine gap, issue 22); Pool and Process are.
@@ -79,11 +80,20 @@ class Runner:
     launcher: list[str]
     env: dict[str, str]
 
-    def run(self, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    def run(
+        self,
+        args: list[str],
+        env: dict[str, str],
+        *,
+        cwd: Path | None = None,
+        stdin: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [*self.launcher, *args],
             env={**self.env, **env},
-            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+            input=stdin,
+            stdin=subprocess.DEVNULL if stdin is None else None,
             capture_output=True,
             text=True,
             encoding="utf-8",
@@ -246,3 +256,140 @@ def test_importlib_metadata_of_bundled_wheels(version: str, runner: Runner, tmp_
     assert "tool_kit/__init__.py" in report["files"]
     assert "tool_kit-2.5.1.dist-info/METADATA" in report["files"]
     assert report["names"] == ["Tool_Kit"]
+
+
+# --- the portable interpreter (build_standalone(interpreter=True)) --------------------------
+
+SCRIPT = """\
+#!this first line is skipped with -x
+import json
+import os
+import sys
+
+import sibling
+import helperpkg
+
+print(json.dumps({
+    "argv": sys.argv,
+    "name": __name__,
+    "executable": sys.executable,
+    "path0": sys.path[0],
+    "sibling": sibling.VALUE,
+    "bundled": helperpkg.VALUE,
+    "flags": [sys.flags.ignore_environment, sys.flags.no_user_site, sys.dont_write_bytecode,
+              sys.flags.isolated, sys.flags.utf8_mode],
+    "frozen": hasattr(sys, "frozen"),
+    "prefix_dll": os.path.isfile(os.path.join(sys.prefix, f"python3{sys.version_info[1]}.dll")),
+}))
+sys.exit(int(os.environ.get("SCRIPT_EXIT", "3")))
+"""
+
+
+@pytest.fixture(
+    scope="module",
+    params=[("3.13", True), ("3.12", True), ("3.11", False)],
+    ids=["3.13-onefile", "3.12-onefile", "3.11-onedir"],
+)
+def interpreter_exe(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    version, onefile = request.param
+    source = tmp_path_factory.mktemp("interp-source")
+    (source / "helperpkg").mkdir()
+    (source / "helperpkg" / "__init__.py").write_text("VALUE = 'from the exe'\n")
+    out = tmp_path_factory.mktemp("interp-built")
+    built = standalone.build_standalone(
+        out / ("python.exe" if onefile else "dist"),
+        Path("helperpkg/__init__.py"),
+        [Path("helperpkg")],
+        cwd=source,
+        runtime=_runtime(version),
+        onefile=onefile,
+        interpreter=True,
+        name="python",
+    )
+    return built.exe
+
+
+@pytest.fixture
+def script_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "scripts"
+    folder.mkdir()
+    (folder / "script.py").write_text(SCRIPT, encoding="utf-8")
+    (folder / "sibling.py").write_text("VALUE = 'next to the script'\n")
+    decoys = tmp_path / "decoys"
+    decoys.mkdir()
+    (decoys / "decoy.py").write_text("VALUE = 'from PYTHONPATH'\n")
+    return folder
+
+
+def test_interpreter_runs_a_script_like_python_exe(
+    interpreter_exe: Path, runner: Runner, script_dir: Path
+) -> None:
+    decoys = windows_path(script_dir.parent / "decoys")
+    done = runner.run(
+        [str(interpreter_exe), "-x", windows_path(script_dir / "script.py"), "a", "two words"],
+        {"PYTHONPATH": decoys, "PYTHONHOME": decoys, "PYTHONUTF8": "1"},
+    )
+    assert done.returncode == 3, done.stderr[-3000:]  # the script's sys.exit(3)
+    report = json.loads(done.stdout)
+    assert report["argv"] == [windows_path(script_dir / "script.py"), "a", "two words"]
+    assert report["name"] == "__main__"
+    assert report["executable"] == windows_path(interpreter_exe)
+    assert report["path0"] == windows_path(script_dir)  # the script's folder first
+    assert report["sibling"] == "next to the script"
+    assert report["bundled"] == "from the exe"
+    # isolated by default (PYTHON* ignored, no user site, no .pyc), not -I; not frozen
+    assert report["flags"] == [1, 1, True, 0, 0]
+    assert report["frozen"] is False and report["prefix_dll"] is True
+    assert not (script_dir / "__pycache__").exists()
+
+
+def test_interpreter_command_line_forms(
+    interpreter_exe: Path, runner: Runner, script_dir: Path
+) -> None:
+    exe = str(interpreter_exe)
+
+    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return runner.run([exe, *args], {}, cwd=script_dir, stdin=stdin)
+
+    done = run("-c", "import sys; print(sys.argv)", "x", "-c")
+    assert (done.returncode, done.stdout.strip()) == (0, "['-c', 'x', '-c']"), done.stderr
+    done = run("-m", "sibling")  # -m finds modules in the working folder, as python.exe does
+    assert done.returncode == 0, done.stderr
+    done = run("-", "arg", stdin="import sys; print(6 * 7, sys.argv)\n")
+    assert (done.returncode, done.stdout.strip()) == (0, "42 ['-', 'arg']"), done.stderr
+    done = run("-i", stdin="print(6 * 7)\nraise SystemExit(4)\n")  # the REPL through a pipe
+    assert done.returncode == 4 and "42" in done.stdout, (done.stdout, done.stderr)
+    done = run(stdin="import helperpkg; print(helperpkg.VALUE)\n")
+    assert (done.returncode, done.stdout.strip()) == (0, "from the exe"), done.stderr
+    done = run("-u", "-X", "utf8", "-c", "import sys; print(sys.flags.utf8_mode, '\\u2713')")
+    assert (done.returncode, done.stdout.strip()) == (0, "1 \u2713"), done.stderr
+    done = run("-c", "def f():\n    1 / 0\nf()")
+    assert done.returncode == 1
+    assert "Traceback" in done.stderr and "ZeroDivisionError" in done.stderr
+    assert 'File "<string>", line 2, in f' in done.stderr
+    done = run("-c", "import sys; sys.exit('bye')")
+    assert (done.returncode, done.stderr.strip()) == (1, "bye")
+    done = run("--version")
+    assert done.returncode == 0 and done.stdout.startswith("Python 3."), done.stderr
+    done = run("-Z")
+    assert done.returncode == 2 and "-Z" in done.stderr
+
+
+def test_interpreter_isolation_switches(
+    interpreter_exe: Path, runner: Runner, script_dir: Path
+) -> None:
+    decoys = {"PYTHONPATH": windows_path(script_dir.parent / "decoys")}
+    code = "import decoy; print(decoy.VALUE)"
+    done = runner.run([str(interpreter_exe), "-c", code], decoys)
+    assert done.returncode == 1 and "No module named 'decoy'" in done.stderr
+    done = runner.run([str(interpreter_exe), "-X", "use_environment", "-c", code], decoys)
+    assert (done.returncode, done.stdout.strip()) == (0, "from PYTHONPATH"), done.stderr
+    done = runner.run(
+        [str(interpreter_exe), "-X", "write_bytecode", windows_path(script_dir / "script.py")],
+        {"SCRIPT_EXIT": "0"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["flags"][2] is False
+    assert list((script_dir / "__pycache__").glob("sibling.*.pyc"))

@@ -10,7 +10,9 @@
  * Resources written by exepy:
  *   RT_RCDATA 200, 201  the app's bundle and command line, handed to Python as bytes.
  *   RT_RCDATA 202  UTF-16LE, NUL-separated: DLL name ("python313.dll"), mode ("onedir" or
- *                  "onefile"), cache key (onefile: the runtime payload's hash).
+ *                  "onefile"), cache key (onefile: the runtime payload's hash), and an
+ *                  optional fourth field "interpreter": the exe is a portable python.exe
+ *                  (see below) instead of an app.
  *   RT_RCDATA 203  onefile only: the runtime's binaries (DLLs and .pyd), raw deflate each:
  *                  "EXEPYRT1", uint32 count, then per file: uint16 name length (UTF-16
  *                  units), the name, uint32 size, uint32 packed size, packed bytes.
@@ -22,6 +24,13 @@
  * %LOCALAPPDATA%\exepy\runtimes\<key> (a temporary folder renamed into place, so two first
  * runs at once are safe and a half-written folder is never used); later runs find the
  * folder and unpack nothing. Python code and data are never written to disk.
+ *
+ * An interpreter exe parses its command line as python.exe does (CPython's own parser and
+ * Py_RunMain: scripts, -c, -m, -i, -, the REPL, exit codes) with the bundle (200) importable,
+ * isolated by default as the original single-binary python.exe was: the environment
+ * (PYTHON*), the user site and the registry are ignored and no .pyc is written. The -X
+ * options use_environment, user_site and write_bytecode opt back in (CPython keeps them in
+ * sys._xoptions, and multiprocessing passes them on to its children).
  *
  * PyConfig is not a stable ABI: the three field offsets we write are per minor version
  * (Win64 layout of Include/cpython/initconfig.h), and the argv offset is checked at run
@@ -63,6 +72,8 @@ typedef void (*ConfigClearFn)(void *);
 typedef int (*StatusExceptionFn)(PyStatus);
 typedef void (*ExitStatusExceptionFn)(PyStatus);
 typedef int (*RunStringFn)(const char *, void *);
+typedef PyStatus (*PreInitializeFromArgsFn)(const void *, intptr_t, wchar_t **);
+typedef int (*RunMainFn)(void);
 typedef int (*FinalizeFn)(void);
 typedef void *(*BytesFromFn)(const char *, intptr_t);
 typedef int (*SysSetFn)(const char *, void *);
@@ -71,11 +82,20 @@ typedef void (*DecRefFn)(void *);
 /* PyPreConfig (unchanged from 3.8 to 3.13 on Windows): utf8_mode follows _config_init,
  * parse_argv, isolated, use_environment, configure_locale, coerce_c_locale,
  * coerce_c_locale_warn and legacy_windows_fs_encoding. */
+#define PRECONFIG_USE_ENVIRONMENT 12
 #define PRECONFIG_UTF8_MODE 32
 /* PyConfig offsets shared by 3.11-3.13 (Win64). */
 #define CONFIG_INSTALL_SIGNAL_HANDLERS 16
 #define CONFIG_ARGV 120
 #define CONFIG_SITE_IMPORT 168
+/* More of them, for the interpreter (checked at run time against the two default configs,
+ * python and isolated, whose values differ). */
+#define CONFIG_ISOLATED 4
+#define CONFIG_USE_ENVIRONMENT 8
+#define CONFIG_PARSE_ARGV 96
+#define CONFIG_WRITE_BYTECODE 196
+#define CONFIG_USER_SITE_DIRECTORY 208
+#define CONFIG_SAFE_PATH 260
 
 /* Hands over to embeddedimport._startup.standalone() with the resources the launcher found
  * (sys._exepy_boot: 204, sys._exepy_bundle: 200, sys._exepy_command: 201; each only if
@@ -95,6 +115,21 @@ static const char BOOTSTRAP[] =
     "    exec(boot['embeddedimport._startup'][1], startup.__dict__)\n"
     "startup.standalone(boot, sys.__dict__.pop('_exepy_bundle', None),\n"
     "                   sys.__dict__.pop('_exepy_command', None))\n";
+
+/* The interpreter's start-up: the same hand-over, run in a namespace of its own so that
+ * __main__ (the REPL's, -c's) stays clean; no app runs, Py_RunMain does the rest. */
+static const char BOOTSTRAP_INTERPRETER[] =
+    "exec(\"import sys\\n"
+    "boot = sys.__dict__.pop('_exepy_boot', None)\\n"
+    "if boot is None:\\n"
+    "    import embeddedimport._startup as startup\\n"
+    "else:\\n"
+    "    import marshal\\n"
+    "    boot = marshal.loads(boot)\\n"
+    "    startup = type(sys)('embeddedimport._startup')\\n"
+    "    startup.__package__ = 'embeddedimport'\\n"
+    "    exec(boot['embeddedimport._startup'][1], startup.__dict__)\\n"
+    "startup.interpreter(boot, sys.__dict__.pop('_exepy_bundle', None))\\n\", {})\n";
 
 static wchar_t exe_path[MAX_PATH * 2];
 static int windowed;
@@ -664,11 +699,11 @@ int wmain(int argc, wchar_t **argv)
 
     DWORD config_size = 0;
     const uint8_t *config = find_rcdata(CONFIG_ID, &config_size);
-    wchar_t fields[3][MAX_PATH];
+    wchar_t fields[4][MAX_PATH];
     int field = 0;
     size_t at = 0, len = 0;
     if (config != NULL) {
-        for (at = 0; at + 1 < config_size && field < 3; at += 2) {
+        for (at = 0; at + 1 < config_size && field < 4; at += 2) {
             wchar_t c = (wchar_t)(config[at] | (config[at + 1] << 8));
             if (len >= MAX_PATH - 1)
                 break;
@@ -683,6 +718,7 @@ int wmain(int argc, wchar_t **argv)
         return fail(L"this executable has no exepy runtime configuration (RT_RCDATA 202): "
                     L"build it with 'exepy build'");
     const wchar_t *dll_name = fields[0], *mode = fields[1], *key = fields[2];
+    int interpreter = field == 4 && wcscmp(fields[3], L"interpreter") == 0;
     if (wcsncmp(dll_name, L"python3", 7) != 0)
         return fail(L"the runtime configuration names no python3XX.dll");
     int minor = _wtoi(dll_name + 7);
@@ -725,32 +761,89 @@ int wmain(int argc, wchar_t **argv)
     BytesFromFn bytes_from = (BytesFromFn)(void *)need(python, "PyBytes_FromStringAndSize", &missing);
     SysSetFn sys_set = (SysSetFn)(void *)need(python, "PySys_SetObject", &missing);
     DecRefFn dec_ref = (DecRefFn)(void *)need(python, "Py_DecRef", &missing);
+    PreInitializeFromArgsFn pre_initialize_args = (PreInitializeFromArgsFn)(void *)need(python, "Py_PreInitializeFromArgs", &missing);
+    InitPreConfigFn pre_init_python = (InitPreConfigFn)(void *)need(python, "PyPreConfig_InitPythonConfig", &missing);
+    InitConfigFn config_init_python = (InitConfigFn)(void *)need(python, "PyConfig_InitPythonConfig", &missing);
+    RunMainFn run_main = (RunMainFn)(void *)need(python, "Py_RunMain", &missing);
     if (missing)
         return fail(L"the Python DLL lacks the PyConfig API (Python 3.11 or later is needed)");
 
-    int search_paths_set, search_paths;
+    int search_paths_set, search_paths, pathconfig_warnings;
     if (minor == 11 || minor == 12) {
+        pathconfig_warnings = minor == 11 ? 264 : 268; /* after 3.12's int_max_str_digits */
         search_paths_set = 304;
         search_paths = 312;
     } else if (minor == 13) {
+        pathconfig_warnings = 272; /* after 3.13's new cpu_count */
         search_paths_set = 312;
         search_paths = 320;
     } else {
         return fail(L"this launcher knows the PyConfig layout of Python 3.11, 3.12 and 3.13 only");
     }
 
+    /* The interpreter's opt-ins: -X use_environment, -X user_site, -X write_bytecode among
+     * the options before the script, -c or -m. */
+    int use_environment = 0, user_site = 0, write_bytecode = 0;
+    for (int i = 1; interpreter && i < argc; i++) {
+        const wchar_t *arg = argv[i];
+        if (arg[0] != L'-' || arg[1] == 0 || wcscmp(arg, L"--") == 0)
+            break;
+        if (arg[1] == L'-')
+            continue;
+        const wchar_t *x = NULL;
+        size_t takes = wcscspn(arg + 1, L"cmWX"); /* the first option letter with a value */
+        if (arg[1 + takes] == L'c' || arg[1 + takes] == L'm')
+            break; /* -c CODE or -m MODULE: the rest is the program's */
+        if (arg[1 + takes] == L'X')
+            x = arg[2 + takes] ? arg + 2 + takes : (i + 1 < argc ? argv[++i] : NULL);
+        else if (arg[1 + takes] == L'W' && arg[2 + takes] == 0)
+            i++; /* -W ARG */
+        if (x != NULL) {
+            use_environment |= wcscmp(x, L"use_environment") == 0;
+            user_site |= wcscmp(x, L"user_site") == 0;
+            write_bytecode |= wcscmp(x, L"write_bytecode") == 0;
+        }
+    }
+
     uint64_t pre_storage[16] = {0};
-    pre_init(pre_storage);
-    *(int *)((uint8_t *)pre_storage + PRECONFIG_UTF8_MODE) = 1;
-    PyStatus status = pre_initialize(pre_storage);
+    PyStatus status;
+    argv[0] = exe_path;
+    if (interpreter) {
+        pre_init_python(pre_storage);
+        *(int *)((uint8_t *)pre_storage + PRECONFIG_USE_ENVIRONMENT) = use_environment;
+        status = pre_initialize_args(pre_storage, argc, argv);
+    } else {
+        pre_init(pre_storage);
+        *(int *)((uint8_t *)pre_storage + PRECONFIG_UTF8_MODE) = 1;
+        status = pre_initialize(pre_storage);
+    }
     if (status_exception(status))
         exit_status(status);
 
     /* Larger than any PyConfig; 8-byte aligned. */
-    static uint64_t storage[256];
+    static uint64_t storage[256], other[256];
     uint8_t *cfg = (uint8_t *)storage;
-    config_init(cfg);
-    argv[0] = exe_path;
+    if (interpreter) {
+        /* Check the offsets we write against both default configs: the python one
+         * (parse_argv, environment, user site on; not isolated) and the isolated one (the
+         * opposite); bytecode and site are on in both. */
+        uint8_t *iso = (uint8_t *)other;
+        config_init_python(cfg);
+        config_init(iso);
+        static const int flags[] = {CONFIG_ISOLATED, CONFIG_USE_ENVIRONMENT, CONFIG_PARSE_ARGV,
+                                    CONFIG_USER_SITE_DIRECTORY, CONFIG_SAFE_PATH};
+        static const int python_values[] = {0, 1, 1, 1, 0}, isolated_values[] = {1, 0, 0, 0, 1};
+        int layout_ok = *(int *)(cfg + CONFIG_WRITE_BYTECODE) == 1 && *(int *)(iso + CONFIG_WRITE_BYTECODE) == 1 &&
+                        *(int *)(cfg + CONFIG_SITE_IMPORT) == 1 && *(int *)(iso + CONFIG_SITE_IMPORT) == 1 &&
+                        *(int *)(cfg + pathconfig_warnings) == 1 && *(int *)(iso + pathconfig_warnings) == 0;
+        for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
+            layout_ok &= *(int *)(cfg + flags[i]) == python_values[i] && *(int *)(iso + flags[i]) == isolated_values[i];
+        config_clear(iso);
+        if (!layout_ok)
+            return fail(L"unexpected PyConfig layout in this Python DLL: rebuild with a supported runtime");
+    } else {
+        config_init(cfg);
+    }
     status = set_argv(cfg, argc, argv);
     if (status_exception(status))
         exit_status(status);
@@ -759,6 +852,12 @@ int wmain(int argc, wchar_t **argv)
         return fail(L"unexpected PyConfig layout in this Python DLL: rebuild with a supported runtime");
     *(int *)(cfg + CONFIG_INSTALL_SIGNAL_HANDLERS) = 1;
     *(int *)(cfg + CONFIG_SITE_IMPORT) = 0;
+    if (interpreter) {
+        *(int *)(cfg + CONFIG_USE_ENVIRONMENT) = use_environment;
+        *(int *)(cfg + CONFIG_USER_SITE_DIRECTORY) = user_site;
+        *(int *)(cfg + CONFIG_WRITE_BYTECODE) = write_bytecode;
+        *(int *)(cfg + pathconfig_warnings) = 0; /* no Lib\ beside the exe, on purpose */
+    }
     /* The exe itself is the zip of the standard library. Written as <folder>\.\<name> so
      * that the path differs from sys.executable, which embeddedimport claims for the
      * bundle in the resources: each sys.path entry has one importer. */
@@ -792,6 +891,11 @@ int wmain(int argc, wchar_t **argv)
         if (value == NULL || sys_set(handed[i].name, value) != 0)
             return fail(L"cannot hand the app's resources to Python (out of memory?)");
         dec_ref(value);
+    }
+    if (interpreter) {
+        if (run_string(BOOTSTRAP_INTERPRETER, NULL) != 0)
+            return fail(L"cannot start the interpreter's bundle (see the error above)");
+        return run_main(); /* python.exe's main: runs the command line, then finalizes */
     }
     int failed = run_string(BOOTSTRAP, NULL);
     finalize();

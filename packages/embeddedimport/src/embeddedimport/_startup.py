@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from types import CodeType, FrameType
     from typing import Any
 
-__all__ = ["multiprocessing_child", "standalone", "start"]
+__all__ = ["interpreter", "multiprocessing_child", "standalone", "start"]
 
 
 def start(executable: str, data: bytes, argv: "Sequence[str] | None") -> None:
@@ -125,12 +125,16 @@ def _as_frozen() -> None:
 
     ``sys.frozen`` tells multiprocessing (and many libraries) that ``sys.executable`` is
     the app, not python.exe: spawn then starts children as ``app.exe
-    --multiprocessing-fork ...``. The prefixes name the runtime's folder (the one holding
-    ``python3XY.dll``: beside the exe in --onedir, the unpacked cache in --onefile)
-    instead of what CPython's path calculation makes of an exe without a Lib folder: the
-    working folder.
+    --multiprocessing-fork ...``.
     """
     sys.frozen = True  # type: ignore[attr-defined]
+    _runtime_prefixes()
+
+
+def _runtime_prefixes() -> None:
+    """Point the prefixes at the runtime's folder (the one holding ``python3XY.dll``:
+    beside the exe in --onedir, the unpacked cache in --onefile) instead of what CPython's
+    path calculation makes of an exe without a Lib folder: the working folder."""
     folder = None
     handle = getattr(sys, "dllhandle", None)
     if handle is not None:
@@ -144,6 +148,31 @@ def _as_frozen() -> None:
         sys.prefix = sys.exec_prefix = sys.base_prefix = sys.base_exec_prefix = folder
     # multiprocessing starts sys._base_executable instead when the two differ (venvs).
     sys._base_executable = sys.executable  # type: ignore[attr-defined]
+
+
+def interpreter(
+    table: "dict[str, tuple[str, CodeType]] | None" = None, data: "bytes | None" = None
+) -> None:
+    """Prepare exepy's portable interpreter (a python.exe with the bundle importable).
+
+    The launcher calls this after initialising CPython with python.exe's command-line
+    handling and before ``Py_RunMain`` runs the script, ``-c``, ``-m`` or the REPL:
+    ``table`` and ``data`` are resources 204 and 200, as for :func:`standalone`. Not frozen:
+    the exe is an interpreter, so multiprocessing's usual ``-c`` children just work.
+    """
+    if table is not None:
+        sys.meta_path.insert(0, _BootTable(table, sys.path[0]))
+    _runtime_prefixes()
+    if data is not None:
+        from .importer import Bundle, install
+
+        # After the script's folder (Py_RunMain puts it first), before the stdlib.
+        install(bundle=Bundle(sys.executable, data, None), index=0)
+    if not sys.flags.ignore_environment:
+        # -X use_environment: CPython ignores PYTHONPATH once the launcher has set the
+        # search path, so its entries go first here, as python.exe puts them.
+        extra = os.environ.get("PYTHONPATH", "")
+        sys.path[0:0] = [entry for entry in extra.split(os.pathsep) if entry]
 
 
 _SPAWN_CODE = "from multiprocessing.spawn import spawn_main; spawn_main("

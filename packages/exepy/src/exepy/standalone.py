@@ -317,8 +317,9 @@ def runtime_payload(runtime: Runtime, extra: tuple[Path, ...] = ()) -> bytes:
     return b"".join(parts)
 
 
-def _config(runtime: Runtime, mode: str, key: str) -> bytes:
-    return "".join(f"{value}\0" for value in (runtime.dll, mode, key)).encode("utf-16-le")
+def _config(runtime: Runtime, mode: str, key: str, interpreter: bool = False) -> bytes:
+    values = (runtime.dll, mode, key, *(["interpreter"] if interpreter else []))
+    return "".join(f"{value}\0" for value in values).encode("utf-16-le")
 
 
 def build_standalone(
@@ -330,6 +331,7 @@ def build_standalone(
     onefile: bool = False,
     name: str | None = None,
     command: bool = True,
+    interpreter: bool = False,
     icon: Path | None = None,
     version: Mapping[str, str] | None = None,
     manifest: Path | None = None,
@@ -353,6 +355,8 @@ def build_standalone(
     Nothing is written unless everything succeeds; an existing exe is replaced atomically,
     an existing onedir folder only with *force*. *progress*: bars on stderr for slow steps.
     With *sign*, the exe is signed (Authenticode, :mod:`exepy.sign`) after every edit.
+    *interpreter*: the exe is a portable python.exe (python.exe's command line, with the
+    bundle importable and no stored command; ``launcher/launcher.c`` says how).
     """
     cwd = _absolute(cwd or Path.cwd())
     target = _absolute(cwd / output)
@@ -409,15 +413,15 @@ def build_standalone(
     if tk_plan is not None:
         contents.extend(tk_plan.bundle)
     editor = ResourceEditor(launcher_bytes(), source=LAUNCHER)
-    argv = set_bundle(editor, contents, command=command)
+    argv = set_bundle(editor, contents, command=command and not interpreter)
     if onefile:
         payload = runtime_payload(runtime, tuple(tk_plan.binaries) if tk_plan else ())
         digest = hashlib.sha256(payload).hexdigest()[:16]
         key = f"{Path(runtime.dll).stem}-{runtime.version}-{digest}"
         editor.set(bundle.RT_RCDATA, RUNTIME_ID, payload)
-        editor.set(bundle.RT_RCDATA, CONFIG_ID, _config(runtime, "onefile", key))
+        editor.set(bundle.RT_RCDATA, CONFIG_ID, _config(runtime, "onefile", key, interpreter))
     else:
-        editor.set(bundle.RT_RCDATA, CONFIG_ID, _config(runtime, "onedir", ""))
+        editor.set(bundle.RT_RCDATA, CONFIG_ID, _config(runtime, "onedir", "", interpreter))
     apply_app_resources(
         editor, cwd, icon=icon, version=version, manifest=manifest, windowed=windowed
     )
