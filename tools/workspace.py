@@ -4,9 +4,11 @@ Owns three things:
 - the list of packages: every folder under packages/ with a pyproject.toml;
 - the environments, installed from the committed lock file `uv.lock` (a uv workspace: the
   root pyproject.toml names `packages/*` as members). An environment lives outside the
-  clone, keyed by a hash of the lock and of what it holds, so a machine that already has it
-  never reinstalls torch. Installs go through uv's cache: the 5.5 GB of torch is unpacked
-  once per machine and hard-linked into each environment;
+  clone, one per checkout: keyed by the checkout's path, the lock and what it holds, so two
+  clones on one machine never share one (each has its own editable installs) and a
+  checkout that already has its environment reuses it at once. Installs go through uv's
+  cache: the 5.5 GB of torch is unpacked once per machine and hard-linked into each
+  environment (a new checkout's environment takes ~20 s);
 - the system packages the tests need, installed with apt-get when we are root.
 
 uv itself is pinned (UV_VERSION) and installed with pip on first use into the cache.
@@ -144,13 +146,19 @@ def _export_args(selection: str) -> list[str]:
 
 
 def env_key(selection: str = "all") -> str:
-    """Hash of the lock, the interpreter, uv's version and the selection."""
+    """The environment's folder name: the checkout's folder name and a hash of the
+    checkout's path, the lock, the interpreter, uv's version and the selection.
+
+    The path is in the key because the workspace packages are installed editable, pointing
+    at one checkout: a second clone gets an environment of its own instead of re-pointing
+    the first one's at itself.
+    """
     digest = hashlib.sha256()
-    digest.update(LOCK.read_bytes())
-    digest.update(sys.version.encode())
-    digest.update(UV_VERSION.encode())
-    digest.update(selection.encode())
-    return digest.hexdigest()[:16]
+    for part in (str(ROOT), LOCK.read_bytes(), sys.version, UV_VERSION, selection):
+        digest.update(part if isinstance(part, bytes) else part.encode())
+        digest.update(b"\0")
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", ROOT.name)[:40] or "checkout"
+    return f"{slug}-{digest.hexdigest()[:16]}"
 
 
 def cache_base() -> Path:
@@ -306,8 +314,6 @@ def ensure_venv(selection: str = "all") -> Path:
             _install(venv, selection)
             marker.write_text(f"{selection}\n{time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
             log(f"environment ready in {time.monotonic() - started:.0f} s")
-        elif not _editable_points_here(venv, selection):
-            _install_editable(venv, _workspace_members(selection))
     _prune_old_envs(keep=venv)
     return venv
 
@@ -371,27 +377,10 @@ def _install_editable(venv: Path, members: list[Path]) -> None:
     uv_run(*args)
 
 
-def _editable_points_here(venv: Path, selection: str) -> bool:
-    """True when every workspace package in the environment is this clone's source."""
-    members = _workspace_members(selection)
-    code = (
-        "import importlib.util, sys\n"
-        "for m in sys.argv[1:]:\n"
-        "    spec = importlib.util.find_spec(m)\n"
-        "    print(spec.origin if spec else '')\n"
-    )
-    mods = [p.name.replace("-", "_") for p in members]
-    out = subprocess.run(
-        [str(venv_python(venv)), "-c", code, *mods], capture_output=True, text=True, check=False
-    ).stdout.split("\n")
-    expected = [str(p / "src" / m / "__init__.py") for p, m in zip(members, mods, strict=True)]
-    return out[: len(expected)] == expected
-
-
 def _prune_old_envs(keep: Path, max_age_days: float = 2.0) -> None:
     """Remove environments no run has used for *max_age_days*: each holds ~6 GB of torch.
 
-    Age, not count: several clones (or branches) on one machine each keep their own.
+    Age, not count: several clones on one machine each keep their own.
     """
     (keep / ".last-used").touch()
     cutoff = time.time() - max_age_days * 86400

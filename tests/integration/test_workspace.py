@@ -250,3 +250,49 @@ def test_isolated_environment_holds_only_what_the_package_needs(name: str) -> No
     assert ("torch" in pinned) == torch_needed, sorted(pinned)
     if name == "embeddedimport":  # standard library only: its test group and the dev tools
         assert not {"numpy", "onnx", "openvino", "flask"} & pinned
+
+
+def test_two_clones_each_test_their_own_code(tmp_path: Path) -> None:
+    """`tools/test --setup-only` in two clones: each environment imports its own clone's code,
+    and setting up the second leaves the first one's alone (they used to share one).
+
+    The environments go to a scratch cache (MONOREPO_CACHE) that shares this machine's uv
+    and its cache, so nothing is downloaded and no environment of a real checkout is touched.
+    """
+    sys.path.insert(0, str(ROOT / "tools"))
+    import workspace
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "pymonorepo-uv").symlink_to(workspace.cache_base() / "pymonorepo-uv")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["MONOREPO_CACHE"] = str(cache)
+    base_python = str(Path(sys.base_prefix) / "bin" / "python3")  # not this environment's
+
+    def setup(clone: Path) -> Path:
+        command = ["tools/test", "--setup-only", "--no-system", "--isolated", "embeddedimport"]
+        result = subprocess.run(
+            [base_python, *command],
+            cwd=clone, env=env, capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-3000:]
+        return Path(result.stdout.strip().splitlines()[-1])
+
+    def imported_from(venv: Path) -> Path:
+        code = "import embeddedimport; print(embeddedimport.__file__)"
+        out = subprocess.run(
+            [str(venv / "bin/python"), "-c", code], cwd=tmp_path, env=env,
+            capture_output=True, text=True, timeout=120, check=True,
+        )  # fmt: skip
+        return Path(out.stdout.strip())
+
+    clones = [tmp_path / "one", tmp_path / "two"]
+    for clone in clones:
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)
+    first = setup(clones[0])
+    assert imported_from(first).is_relative_to(clones[0])
+    second = setup(clones[1])
+    assert second != first and second.is_relative_to(cache)
+    assert imported_from(second).is_relative_to(clones[1])
+    assert imported_from(first).is_relative_to(clones[0])  # untouched by the second setup
+    assert setup(clones[0]) == first  # reused at once, not rebuilt
