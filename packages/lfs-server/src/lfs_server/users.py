@@ -21,8 +21,6 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from werkzeug.security import check_password_hash, generate_password_hash
-
 if TYPE_CHECKING:
     from lfs_server.config import Config
 
@@ -142,6 +140,8 @@ class UserDB:
             raise UsersError(f"user {name!r} already exists; use --update to change it")
         permissions = dict(self.users[name].permissions) if name in self.users else {}
         permissions.update(grants)
+        from werkzeug.security import generate_password_hash
+
         user = User(name, generate_password_hash(password), permissions)
         self.users[name] = user
         return user
@@ -154,6 +154,9 @@ class UserDB:
 
     def authenticate(self, name: str, password: str) -> User | None:
         """The user if *password* is theirs, else None."""
+        # Imported here: werkzeug costs every `lfs-server ssh` connection ~0.1 s at start.
+        from werkzeug.security import check_password_hash
+
         user = self.users.get(name)
         if user is None or not user.password_hash:
             # Same cost as a real check, so timing does not reveal which names exist.
