@@ -139,3 +139,28 @@ def softmax_is_well_conditioned(logits: np.ndarray) -> bool:
     onnx's rtol (a logit difference d scales softmax outputs by up to e^(2d) ~ 1 + 2d)."""
     step = float(np.spacing(np.float32(np.abs(logits).max())))
     return 2 * ROUNDING_STEPS * step <= ONNX_RTOL
+
+
+def conv_net(path: Path) -> Path:
+    """image f32[?,3,?,?] -> conv3x3(16) -> relu -> conv3x3(16) -> + -> global average pool."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w1 = rng.standard_normal((16, 3, 3, 3)).astype(np.float32)
+    w2 = rng.standard_normal((16, 16, 3, 3)).astype(np.float32) * 0.1
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["image", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["c1"], ["r1"]),
+            helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+            helper.make_node("Add", ["c2", "r1"], ["s"]),
+            helper.make_node("GlobalAveragePool", ["s"], ["pooled"]),
+        ],
+        "convnet",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["n", 3, "h", "w"])],
+        [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path.write_bytes(model.SerializeToString())
+    return path

@@ -9,34 +9,9 @@ from xml.etree import ElementTree
 
 import numpy as np
 import pytest
-from ovr_testmodels import cli, two_input_model
+from ovr_testmodels import cli, conv_net, two_input_model
 
 pytestmark = pytest.mark.usefixtures("openvino_available")
-
-
-def conv_net(path: Path) -> Path:
-    """image f32[?,3,?,?] -> conv3x3(16) -> relu -> conv3x3(16) -> + -> global average pool."""
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(0)
-    w1 = rng.standard_normal((16, 3, 3, 3)).astype(np.float32)
-    w2 = rng.standard_normal((16, 16, 3, 3)).astype(np.float32) * 0.1
-    graph = helper.make_graph(
-        [
-            helper.make_node("Conv", ["image", "w1"], ["c1"], pads=[1, 1, 1, 1]),
-            helper.make_node("Relu", ["c1"], ["r1"]),
-            helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
-            helper.make_node("Add", ["c2", "r1"], ["s"]),
-            helper.make_node("GlobalAveragePool", ["s"], ["pooled"]),
-        ],
-        "convnet",
-        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["n", 3, "h", "w"])],
-        [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    path.write_bytes(model.SerializeToString())
-    return path
 
 
 def test_run_json_to_stdout(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

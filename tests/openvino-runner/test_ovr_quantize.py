@@ -9,9 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from components import require_module
-from ovr_testmodels import cli
+from ovr_testmodels import cli, conv_net
 from PIL import Image
-from test_ovr_profile_bench import conv_net
 
 pytestmark = pytest.mark.usefixtures("openvino_available")
 

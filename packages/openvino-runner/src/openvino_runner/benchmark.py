@@ -241,7 +241,7 @@ def text_histogram(latencies_ms: Sequence[float], bins: int = 8, width: int = 40
     for i, count in enumerate(counts):
         bar = "#" * max(1 if count else 0, round(width * count / most))
         lines.append(
-            f"  {edges[i]:>9.{digits}f} - {edges[i + 1]:<9.{digits}f} ms {bar:<{width}} {count}"
+            f"  {edges[i]:>9.{digits}f} - {edges[i + 1]:>9.{digits}f} ms {bar:<{width}} {count}"
         )
     return lines
 
