@@ -438,3 +438,16 @@ def test_pure_ssh_with_s3_and_postgresql(ceph: Ceph, postgres: Postgres, tmp_pat
             assert reader.git("lfs", "locks", cwd=clone).stdout.strip() == ""
     finally:
         shutil.rmtree(data, ignore_errors=True)
+
+
+def test_git_hooks_see_the_pusher(sshd: Sshd, tmp_path: Path) -> None:
+    # lfs-server's pre-receive hook (and any other) learns the pusher from REMOTE_USER.
+    bare = sshd.make_bare("team/hooked")
+    seen = tmp_path / "pusher"
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text(f'#!/bin/sh\ncat >/dev/null\nprintf %s "$REMOTE_USER" > {seen}\n')
+    hook.chmod(0o755)
+    bob = ssh_git_env(tmp_path, sshd, "bob")
+    work = new_work(bob, tmp_path, sshd, "team/hooked", {"b.bin": b"bob's bytes\n"})
+    bob.git("push", "origin", "main", cwd=work)
+    assert seen.read_text() == "bob"

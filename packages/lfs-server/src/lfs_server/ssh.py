@@ -143,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"{verb} takes one repository path, got {len(words) - 1}", EXIT_REFUSED)
         repo = _repo_name(words[1], _git_root(args, config))
         _check_grant(config, args.user, repo, GIT_COMMANDS[verb])
+        # Who pushes, for hooks: lfs-server's pre-receive hook reads REMOTE_USER.
+        os.environ["REMOTE_USER"] = args.user
         return _exec_git(verb, _git_root(args, config), repo)
     if len(words) != 3 or words[2] not in LFS_OPERATIONS:
         raise CliError(f"usage: {verb} PATH upload|download, got {command[:120]!r}", EXIT_REFUSED)
