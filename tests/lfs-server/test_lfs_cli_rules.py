@@ -364,3 +364,14 @@ def test_migrate_json_on_ceph(ceph: Ceph, tmp_path: Path) -> None:
     report = json.loads(r.stdout)
     assert report["copied"] == 1 and report["bytes_copied"] == 3000, report
     assert [b["oid"] for b in report["bad"]] == [bad], report
+
+
+def test_token_ttl_beyond_s3_presign_limit_is_refused_at_start(tmp_path: Path) -> None:
+    """Issue 25 (low): LFS_TOKEN_TTL above 604800 broke every direct-mode download (S3
+    presigns for at most 7 days); it is refused with one line naming the setting."""
+    env = {**os.environ, "LFS_TOKEN_TTL": "604801"}
+    for args in (("user", "list"), ("serve", "--no-nginx")):
+        r = cli(*args, data=tmp_path, env=env)
+        one_error_line(r, "LFS_TOKEN_TTL must be at most 604800")
+    ok = cli("user", "list", data=tmp_path, env={**os.environ, "LFS_TOKEN_TTL": "604800"})
+    assert ok.returncode == 0, ok.stderr

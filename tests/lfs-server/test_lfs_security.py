@@ -261,3 +261,87 @@ def test_conditional_download_on_the_local_store_is_lfs_json(server: Server, api
     assert_lfs_error(r, 412, "If-Match")
     head = requests.head(action["href"], headers=action["header"], timeout=30)
     assert head.status_code == 200 and head.headers["Content-Length"] == str(len(data))
+
+
+# --- issue 25: failed logins are limited; tokens do not outlive their user -------------
+
+
+def _login(
+    server: Server, user: str, password: str, source: str = "127.0.0.1"
+) -> tuple[int, dict[str, str], bytes]:
+    """A batch request with Basic credentials, sent from loopback address *source*."""
+    import base64
+
+    port = int(server.url.rsplit(":", 1)[1])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30, source_address=(source, 0))
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    body = b'{"operation": "download", "objects": []}'
+    headers = {"Authorization": f"Basic {token}", "Content-Type": "application/json"}
+    conn.request("POST", "/limits/repo.git/info/lfs/objects/batch", body=body, headers=headers)
+    answer = conn.getresponse()
+    result = answer.status, dict(answer.getheaders()), answer.read()
+    conn.close()
+    return result
+
+
+def test_failed_logins_are_limited_per_client_and_per_user() -> None:
+    """8 attackers made 6.1 guesses/s with no lockout; now a client or a user name that
+    used up its failures gets 429 with Retry-After (git-lfs waits and retries), without a
+    password check, while a user whose login was checked a moment ago goes on working."""
+    import json
+
+    from lfs_testlib import start_server
+
+    server = start_server(extra_env={"LFS_LOGIN_FAILURES": "5"})
+    try:
+        assert _login(server, "alice", "alice-pw")[0] == 200  # remembered for a minute
+        for _ in range(5):
+            assert _login(server, "bob", "wrong")[0] == 401
+        status, headers, body = _login(server, "bob", "wrong")
+        assert status == 429 and int(headers["Retry-After"]) >= 1, (status, headers)
+        assert headers["Content-Type"].startswith("application/vnd.git-lfs+json")
+        assert "too many failed logins" in json.loads(body)["message"]
+        assert _login(server, "reader", "reader-pw")[0] == 429  # this address is limited
+        assert _login(server, "alice", "alice-pw")[0] == 200  # checked a moment ago
+        # Per user: one guess each from five other addresses, then the name is limited.
+        for n in range(2, 7):
+            assert _login(server, "boss", "wrong", f"127.0.0.{n}")[0] == 401
+        status, headers, _body = _login(server, "boss", "boss-pw", "127.0.0.9")
+        assert status == 429 and int(headers["Retry-After"]) >= 1
+        assert _login(server, "reader", "reader-pw", "127.0.0.9")[0] == 200
+    finally:
+        server.stop()
+
+
+def test_action_tokens_stop_working_when_their_user_goes(server: Server, api: Api) -> None:
+    """A removed user's action token kept working until it expired (the token is signed,
+    not stored): the user and the grant are checked again when a token is used."""
+    from lfs_testlib import cli
+
+    added = cli("user", "add", "leaver", "--grant", "*=write", "--password-stdin",
+                data=server.data, stdin="leaver-pw\n", env=server.env)  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    data = os.urandom(2000)
+    oid = oid_of(data)
+    stored = os.urandom(1000)
+    api.upload("tokens/leaver", stored)
+
+    def action(operation: str, oid: str, size: int) -> dict:
+        r = requests.post(
+            server.lfs("tokens/leaver") + "/objects/batch",
+            json={"operation": operation, "objects": [{"oid": oid, "size": size}]},
+            auth=("leaver", "leaver-pw"),
+            timeout=30,
+        )
+        assert r.status_code == 200, r.text
+        return r.json()["objects"][0]["actions"][operation]
+
+    up = action("upload", oid, len(data))
+    down = action("download", oid_of(stored), len(stored))
+    removed = cli("user", "remove", "leaver", data=server.data, env=server.env)
+    assert removed.returncode == 0, removed.stderr
+    put = requests.put(up["href"], data=data, headers=up["header"], timeout=30)
+    assert_lfs_error(put, 403, "no longer valid")
+    get = requests.get(down["href"], headers=down["header"], timeout=30)
+    assert_lfs_error(get, 403, "no longer valid")
+    assert not list((server.data / "repos/tokens/leaver.git").rglob(oid))

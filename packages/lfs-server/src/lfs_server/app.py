@@ -20,6 +20,7 @@ from lfs_server.authcache import KEY_ENV as AUTH_CACHE_KEY_ENV
 from lfs_server.authcache import SharedAuthCache
 from lfs_server.config import Config
 from lfs_server.locks import DatabaseUnavailable, classify_db_error, open_lock_db
+from lfs_server.loginlimit import LoginLimiter
 from lfs_server.metrics import Metrics
 from lfs_server.storage import StoreUnavailable, UnsafeStorePath, open_store
 from lfs_server.tokens import TokenSigner, load_or_create_key, proxy_secret
@@ -52,6 +53,11 @@ def create_app(config: Config) -> Flask:
         shared_auth=SharedAuthCache(
             config.run_dir / "auth-cache.sqlite3", os.environ.get(AUTH_CACHE_KEY_ENV)
         ),
+        login_limiter=LoginLimiter(
+            config.run_dir / "logins.sqlite3", config.login_failures, config.login_failures
+        )
+        if config.login_failures
+        else None,
     )
     for blueprint in (batch_api.bp, transfer_api.bp, locks_api.bp, ops_api.bp):
         app.register_blueprint(blueprint)
@@ -83,7 +89,11 @@ def _install_hooks(app: Flask) -> None:
 
     @app.errorhandler(ApiError)
     def _api_error(exc: ApiError) -> Response:
-        return error_response(exc.status, exc.message, **exc.extra)
+        response = error_response(exc.status, exc.message, **exc.extra)
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is not None:
+            response.headers["Retry-After"] = str(retry_after)
+        return response
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:

@@ -34,7 +34,13 @@ ENV_VARS: tuple[tuple[str, str, str, str], ...] = (
         "int",
         "largest object, bytes (default 5 GiB; 0: none)",
     ),
-    ("LFS_TOKEN_TTL", "token_ttl", "int", "seconds an action token stays valid"),
+    ("LFS_TOKEN_TTL", "token_ttl", "int", "seconds an action token stays valid (at most 7 days)"),
+    (
+        "LFS_LOGIN_FAILURES",
+        "login_failures",
+        "int",
+        "failed logins a minute per client address and per user before 429 (0: no limit)",
+    ),
     (
         "LFS_DB_BUSY_TIMEOUT",
         "db_busy_timeout",
@@ -70,6 +76,7 @@ ENV_VARS: tuple[tuple[str, str, str, str], ...] = (
     ),
 )
 
+MAX_TOKEN_TTL = 7 * 24 * 3600
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -92,6 +99,7 @@ class Config:
     # 5 GiB, as large hosted LFS services allow; 0 lifts the limit.
     max_object_size: int = 5 << 30
     token_ttl: int = 3600
+    login_failures: int = 20
     db_busy_timeout: int = 10
     body_mode: str = "nginx"
     users_file: Path | None = None
@@ -130,6 +138,13 @@ class Config:
         for name in ("workers", "max_batch_objects", "token_ttl", "db_busy_timeout"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.token_ttl > MAX_TOKEN_TTL:
+            raise ConfigError(
+                f"LFS_TOKEN_TTL must be at most {MAX_TOKEN_TTL} (7 days: S3 presigned URLs, which"
+                f" direct mode hands out for that long, cannot last longer), got {self.token_ttl}"
+            )
+        if self.login_failures < 0:
+            raise ConfigError(f"LFS_LOGIN_FAILURES must be >= 0, got {self.login_failures}")
         if self.max_object_size < 0:
             raise ConfigError(f"max_object_size must be >= 0, got {self.max_object_size}")
         parse_listen(self.listen)

@@ -20,6 +20,7 @@ from flask import Response, current_app, g, request
 from lfs_server.authcache import SharedAuthCache
 from lfs_server.config import Config
 from lfs_server.locks import DatabaseUnavailable, LockDB
+from lfs_server.loginlimit import LoginLimiter
 from lfs_server.metrics import Metrics
 from lfs_server.ssh import api_token_user
 from lfs_server.storage import ObjectStore
@@ -46,6 +47,7 @@ class Services:
     proxy_secret: str
     metrics: Metrics
     shared_auth: SharedAuthCache | None = None
+    login_limiter: LoginLimiter | None = None
     _users: UserDB | None = None
     _users_mtime: float = -1.0
     _users_checked: float = -1.0
@@ -121,7 +123,13 @@ class Services:
         stored_hash = user.password_hash if user is not None else ""
         shared = self.shared_auth
         if not (shared and stored_hash and shared.hit(name, password, stored_hash)):
+            limiter = self.login_limiter
+            client = client_address()
+            if limiter is not None:
+                limiter.check(client, name)  # before the scrypt: a limited guess costs nothing
             if users.authenticate(name, password) is None:
+                if limiter is not None:
+                    limiter.failed(client, name)
                 return False
             if shared and stored_hash:
                 shared.remember(name, password, stored_hash)
@@ -281,9 +289,35 @@ def authorize_action(repo: str, operation: str, oid: str, size: int | None) -> s
         except TokenError as exc:
             raise ApiError(403, str(exc)) from None
         g.user = grant.user
+        _still_allowed(repo, grant.user, "read" if operation == "download" else "write")
         return grant.user
     needed = "read" if operation == "download" else "write"
     return authorize(repo, needed)
+
+
+def _still_allowed(repo: str, name: str, needed: str) -> None:
+    """Raise 403 unless the user a token was issued to still exists and holds *needed*.
+
+    A token is signed, not stored: without this, one issued before its user was removed
+    (or lost the grant) kept working until it expired.
+    """
+    svc = services()
+    if needed == "read" and svc.config.anonymous_read:
+        return
+    user = svc.users().users.get(name) if name else None
+    if user is None:
+        raise ApiError(403, f"action token of {name or 'an anonymous user'!r} is no longer valid")
+    if level_rank(user.level_for(repo)) < level_rank(needed):
+        raise ApiError(403, f"user {name!r} no longer has {needed} access to {repo!r}")
+
+
+def client_address() -> str:
+    """The client's address: nginx's X-Forwarded-For when our nginx sent the request."""
+    if from_our_nginx():
+        forwarded = request.headers.get("X-Forwarded-For", "")
+        if forwarded:
+            return forwarded
+    return request.remote_addr or ""
 
 
 def from_our_nginx() -> bool:
