@@ -195,7 +195,15 @@ def test_output_named_like_savez_parameters(
 
 @pytest.mark.parametrize(
     ("command", "option"),
-    [("run", "--output"), ("info", "--json"), ("bench", "--json"), ("compare", "--json")],
+    [
+        ("run", "--output"),
+        ("run", "--json"),
+        ("info", "--json"),
+        ("bench", "--json"),
+        ("compare", "--json"),
+        ("profile", "--json"),
+        ("profile", "--exec-graph"),
+    ],
 )
 def test_unwritable_report_paths_fail_before_the_run(
     capsys: pytest.CaptureFixture[str], model: Path, tmp_path: Path, command: str, option: str

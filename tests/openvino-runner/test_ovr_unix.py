@@ -190,6 +190,24 @@ def test_json_dash_writes_json_to_stdout(model: Path, tmp_path: Path) -> None:
     result = ovr("compare", model, "--json", "-", "--atol", "0", "--rtol", "0")
     assert result.returncode in (0, 1)
     assert json.loads(result.stdout)["passed"] is (result.returncode == 0)
+    # the commands that gained --json with the CLI kit
+    result = ovr("run", model, "--json", "-")
+    assert result.returncode == 0, result.stderr
+    assert sorted(json.loads(result.stdout)["outputs"]) == ["y", "z"]
+    assert "outputs:" in result.stderr
+    result = ovr("profile", model, "-n", "2", "--json", "-")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["layers"] and "by layer type:" in result.stderr
+    for report in ("a.json", "b.json"):
+        result = ovr("bench", model, "-n", "5", "--json", tmp_path / report)
+        assert result.returncode == 0, result.stderr
+    result = ovr("bench", "--compare", tmp_path / "a.json", tmp_path / "b.json", "--json", "-")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["reports"] == [
+        str(tmp_path / "a.json"),
+        str(tmp_path / "b.json"),
+    ]
+    assert "latency median (ms)" in result.stderr
 
 
 def test_closed_stdout_ends_quietly(model: Path) -> None:
