@@ -72,6 +72,25 @@ def check_and_bench(settings: Settings, files: dict[str, Path], summary: Summary
             ]
         )
         ov_latency = _median_latency_ms(json.loads(bench_json.read_text()))
+        profile_json = reports / f"{label}.profile.json"
+        sh(
+            [
+                tool("openvino-runner"),
+                "profile",
+                path,
+                "--iterations",
+                "10",
+                "--threads",
+                "2",
+                "--input",
+                feed_arg,
+                "--json",
+                profile_json,
+            ]
+        )
+        summary.facts.setdefault("openvino profile (top layers)", {})[label] = _top_layers(
+            json.loads(profile_json.read_text())
+        )
 
         row = {
             "format": label,
@@ -117,3 +136,17 @@ def _input_name(path: Path) -> str:
 def _median_latency_ms(report: dict[str, Any]) -> float:
     """The median latency from an `openvino-runner bench --json` report."""
     return float(report["latency_ms"]["median"])
+
+
+def _top_layers(report: dict[str, Any], count: int = 5) -> dict[str, Any]:
+    """The slowest layers and op types of an `openvino-runner profile --json` report."""
+    return {
+        "latency_ms": round(report["latency_ms"], 3),
+        "layers_share_of_latency": round(report["coverage"], 2),
+        "layers": [
+            f"{layer['type']} {layer['name']} ({layer['exec_type']}, {layer['precision']}): "
+            f"{layer['real_ms']:.3f} ms"
+            for layer in report["layers"][:count]
+        ],
+        "by_type": {g["type"]: f"{g['share']:.0%}" for g in report["by_type"][:count]},
+    }
