@@ -2,13 +2,13 @@
 
 Owns three things:
 - the list of packages: every folder under packages/ with a pyproject.toml;
-- the environments, installed from the committed lock file `uv.lock` (a uv workspace: the
-  root pyproject.toml names `packages/*` as members). An environment lives outside the
-  clone, one per checkout: keyed by the checkout's path, the lock and what it holds, so two
-  clones on one machine never share one (each has its own editable installs) and a
-  checkout that already has its environment reuses it at once. Installs go through uv's
-  cache: the 5.5 GB of torch is unpacked once per machine and hard-linked into each
-  environment (a new checkout's environment takes ~20 s);
+- the environments: uv's own project environments (`uv sync --frozen` from the committed
+  `uv.lock`; the root pyproject.toml names `packages/*` as the workspace's members), placed
+  outside the clone, one per checkout: keyed by the checkout's path, the lock and what it
+  holds, so two clones on one machine never share one (each has its own editable installs)
+  and a checkout that already has its environment reuses it at once. Installs go through
+  uv's cache: the 5.5 GB of torch is unpacked once per machine and hard-linked into each
+  environment; pruning removes the ones no run has used for two days;
 - the system packages the tests need, installed with apt-get when we are root.
 
 uv itself is pinned (UV_VERSION) and installed with pip on first use into the cache.
@@ -39,6 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "uv.lock"
 UV_VERSION = "0.13.9"
+# How environments are made (part of their key): "uv-sync" = uv's project environment.
+LAYOUT = "uv-sync"
 # Debian package -> the command that proves it is installed.
 SYSTEM_PACKAGES = {
     "nginx": "nginx",
@@ -129,7 +131,7 @@ def req_name(requirement: str) -> str:
 # --- what an environment holds --------------------------------------------------------
 
 
-# `uv export` selections. "all": every package editable with all extras and every test
+# `uv sync` / `uv export` selections. "all": every package editable with all extras and every test
 # group plus the root `dev` group (what tools/test, its lint step and tools/demo use: mypy
 # sees every dependency). "dev": the dev group alone (build, twine: tools/release).
 # "package:NAME": that package (and the siblings it depends on), its
@@ -154,7 +156,8 @@ def env_key(selection: str = "all") -> str:
     the first one's at itself.
     """
     digest = hashlib.sha256()
-    for part in (str(ROOT), LOCK.read_bytes(), sys.version, UV_VERSION, selection):
+    parts = (LAYOUT, str(ROOT), LOCK.read_bytes(), sys.version, UV_VERSION, selection)
+    for part in parts:
         digest.update(part if isinstance(part, bytes) else part.encode())
         digest.update(b"\0")
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", ROOT.name)[:40] or "checkout"
@@ -250,11 +253,6 @@ def uv_env() -> dict[str, str]:
     return env
 
 
-def uv_run(*args: str | os.PathLike[str], **kwargs: object) -> None:
-    """Run `uv ARGS` in the repository root with uv_env()."""
-    run([uv(), *args], cwd=ROOT, env=uv_env(), **kwargs)
-
-
 def _lock_env() -> dict[str, str]:
     env = uv_env()
     # The lock is resolved against PyPI alone: the same lock on every machine. Local
@@ -296,7 +294,14 @@ def ensure_lock_current() -> None:
 
 
 def ensure_venv(selection: str = "all") -> Path:
-    """Create (or reuse) the cached environment for *selection*, workspace packages editable."""
+    """Create (or bring up to date) this checkout's environment for *selection*: `uv sync`.
+
+    uv's own project environment, placed in the cache (UV_PROJECT_ENVIRONMENT) under this
+    checkout's key: uv installs exactly what the lock pins for the selection (hash-checked)
+    and the workspace packages editable; on an environment already in step it only checks
+    (~0.5 s). What stays ours: the key (one per checkout), the local wheel mirror
+    (pip_sources), the lock file that serialises runs, and pruning.
+    """
     if not LOCK.exists():
         sys.exit(f"{LOCK.relative_to(ROOT)} is missing: create it with tools/lock")
     ensure_lock_current()
@@ -304,15 +309,16 @@ def ensure_venv(selection: str = "all") -> Path:
     venv.parent.mkdir(parents=True, exist_ok=True)
     with open(venv.parent / f"{venv.name}.lock", "w") as lock_file:
         fcntl.flock(lock_file, fcntl.LOCK_EX)
-        marker = venv / ".complete"
-        if not marker.exists():
-            if venv.exists():
-                log(f"removing incomplete environment {venv}")
-                shutil.rmtree(venv)
-            started = time.monotonic()
+        fresh = not venv_python(venv).exists()
+        started = time.monotonic()
+        if fresh:
             log(f"creating environment {venv} ({selection}) from uv.lock")
-            _install(venv, selection)
-            marker.write_text(f"{selection}\n{time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+        env = uv_env()
+        env.pop("VIRTUAL_ENV", None)  # the environment is the one named below
+        env["UV_PROJECT_ENVIRONMENT"] = str(venv)
+        args = ["sync", "--frozen", "--quiet", "--python", sys.executable]
+        run([uv(), *args, *_export_args(selection)], cwd=ROOT, env=env)
+        if fresh:
             log(f"environment ready in {time.monotonic() - started:.0f} s")
     _prune_old_envs(keep=venv)
     return venv
@@ -340,41 +346,6 @@ def requirements(selection: str) -> str:
     if result.returncode != 0:
         sys.exit(f"uv export failed: {result.stderr.strip()}")
     return result.stdout
-
-
-def _workspace_members(selection: str) -> list[Path]:
-    """The workspace packages *selection* holds (installed editable from this clone)."""
-    if selection == "dev":
-        return []
-    if selection.startswith("package:"):
-        wanted = package(selection.split(":", 1)[1])
-        names = {wanted.name}
-        for pkg in reversed(packages()):  # dependents come after what they depend on
-            if pkg.name in names:
-                names |= {req_name(d) for d in pkg.dependencies}
-        return [p.path for p in packages() if p.name in names]
-    return [p.path for p in packages()]
-
-
-def _install(venv: Path, selection: str) -> None:
-    uv_run("venv", "--quiet", "--python", sys.executable, venv)
-    with tempfile.TemporaryDirectory() as tmp:
-        reqs = Path(tmp) / "requirements.txt"
-        reqs.write_text(requirements(selection))
-        uv_run("pip", "sync", "--quiet", "--python", venv_python(venv), "--require-hashes", reqs)
-    _install_editable(venv, _workspace_members(selection))
-
-
-def _install_editable(venv: Path, members: list[Path]) -> None:
-    if not members:
-        return
-    log("installing the workspace packages editable")
-    args: list[str | os.PathLike[str]] = ["pip", "install", "--quiet", "--no-deps"]
-    # hatchling, hatch-vcs and editables come from the lock (dev group), not a fresh build env.
-    args += ["--no-build-isolation", "--python", venv_python(venv)]
-    for path in members:
-        args += ["-e", path]
-    uv_run(*args)
 
 
 def _prune_old_envs(keep: Path, max_age_days: float = 2.0) -> None:
