@@ -9,6 +9,7 @@ from xml.etree import ElementTree
 
 import numpy as np
 import pytest
+from components import require_module
 from ovr_testmodels import cli, conv_net, two_input_model
 
 pytestmark = pytest.mark.usefixtures("openvino_available")
@@ -181,3 +182,33 @@ def test_histogram_is_fixed_size() -> None:
     assert len(hist["counts"]) == HISTOGRAM_BINS and sum(hist["counts"]) == 100_000
     lines = text_histogram([1.0, 1.0, 2.0, 4.0])
     assert len(lines) == 8 and lines[0].rstrip().endswith(" 2") and "#" * 40 in lines[0]
+
+
+def test_bench_plot_png_and_compare_svg(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    require_module("matplotlib")
+    from PIL import Image
+
+    model = conv_net(tmp_path / "net.onnx")
+    bench(capsys, model, tmp_path / "a.json", "--plot", tmp_path / "a.png")
+    with Image.open(tmp_path / "a.png") as picture:
+        assert picture.format == "PNG" and picture.size == (800, 450)
+    bench(capsys, model, tmp_path / "b.json", "--threads", "1")
+    code, out, err = cli(
+        capsys, "bench", "--compare", tmp_path / "a.json", tmp_path / "b.json",
+        "--plot", tmp_path / "ab.svg",
+    )  # fmt: skip
+    assert code == 0, err
+    svg = ElementTree.parse(tmp_path / "ab.svg").getroot()
+    assert svg.tag.endswith("svg")
+    text = (tmp_path / "ab.svg").read_text()
+    assert "a.json (median" in text and "b.json (median" in text  # one legend entry each
+    assert f"latency plot written to {tmp_path / 'ab.svg'}" in out
+    assert not list(tmp_path.glob(".*partial*"))
+
+
+def test_bench_plot_refuses_other_formats_before_running(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    model = conv_net(tmp_path / "net.onnx")
+    code, out, err = cli(capsys, "bench", model, "-n", "5", "--plot", tmp_path / "p.jpg")
+    assert code == 2 and "give a .png, .svg or .pdf file name" in err and out == ""

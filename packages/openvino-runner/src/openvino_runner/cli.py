@@ -259,6 +259,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare saved `bench --json` reports (the first is the baseline): metrics, "
         "ratios and every setting that differs; no model is run",
     )
+    bench.add_argument(
+        "--plot",
+        metavar="FILE.png|svg|pdf",
+        help="also draw the latency distribution (of each --compare report) into FILE "
+        "(needs openvino-runner[plot])",
+    )
     _clikit.add_json_option(bench, "the report (latency samples, settings, versions, CPU)")
     _clikit.add_progress_option(bench)
     bench.set_defaults(func=cmd_bench)
@@ -462,10 +468,13 @@ def _check_targets(args: argparse.Namespace) -> None:
         ("--output", getattr(args, "output", None)),
         ("--json", getattr(args, "json", None)),
         ("--exec-graph", getattr(args, "exec_graph", None)),
+        ("--plot", getattr(args, "plot", None)),
     ):
         if not value or (option == "--json" and value == "-"):
             continue
         target = Path(value)
+        if option == "--plot" and target.suffix.lower() not in (".png", ".svg", ".pdf"):
+            raise RunnerError(f"--plot {value}: give a .png, .svg or .pdf file name")
         folder = target.parent
         if target.is_dir():
             raise RunnerError(f"{option} {value}: is a folder; give a file name inside it")
@@ -664,6 +673,7 @@ class _Progress:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.compare:
+        _check_targets(args)
         if args.model:
             raise RunnerError(
                 "bench --compare reads saved reports and runs no model; drop MODEL "
@@ -717,7 +727,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for name, value in props.items():
         print(f"  {name:<34} {value}")
     _write_json(args, result.to_dict())
+    _plot(args, [(Path(result.model).name, result.to_dict())])
     return 0
+
+
+def _plot(args: argparse.Namespace, reports: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+    if not args.plot:
+        return
+    from openvino_runner.plot import plot_latencies
+
+    print(f"latency plot written to {plot_latencies(reports, args.plot)}")
 
 
 def _bench_compare(args: argparse.Namespace) -> int:
@@ -759,6 +778,13 @@ def _bench_compare(args: argparse.Namespace) -> int:
     else:
         print("settings that differ: none")
     _write_json(args, table)
+    _plot(
+        args,
+        [
+            (f"{label} {Path(name).name}", data)
+            for label, (name, data) in zip(labels, reports, strict=True)
+        ],
+    )
     return 0
 
 
