@@ -100,6 +100,9 @@ def start_server(
         require_command("nginx")
     data = data or make_data_dir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LFS_")}
+    # Tests share servers and all come from 127.0.0.1: one test's wrong passwords must not
+    # get another's logins a 429. The limit itself is tested on servers of its own.
+    env["LFS_LOGIN_FAILURES"] = "0"
     env.update(extra_env or {})
     if users:
         for name, (password, grants) in USERS.items():

@@ -150,18 +150,27 @@ hostile_text = st.one_of(
     st.text(max_size=30),
     st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=200),
 )
+# Strings only JSON can carry: lone UTF-16 surrogates (`"\ud800"`), which no UTF-8 text
+# holds; json.dumps sends them as escapes (issue 24 item 8).
+surrogate_text = st.text(
+    alphabet=st.one_of(st.characters(categories=["Cs"]), st.characters(codec="utf-8")),
+    min_size=1,
+    max_size=12,
+).filter(lambda t: any("\ud800" <= c <= "\udfff" for c in t))
+json_text = st.one_of(hostile_text, surrogate_text)
 scalars = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(),
     st.integers(min_value=2**62, max_value=2**80),
     st.floats(allow_nan=True, allow_infinity=True),
-    hostile_text,
+    json_text,
 )
 json_values = st.recursive(
     scalars,
     lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.one_of(st.text(max_size=8), surrogate_text), inner, max_size=4)
     ),
     max_leaves=10,
 )
@@ -185,7 +194,10 @@ def maybe(valid: st.SearchStrategy[Any], weight: int = 2) -> st.SearchStrategy[A
 object_specs = st.fixed_dictionaries(
     {"oid": maybe(oids), "size": maybe(sizes)}, optional={"extra": json_values}
 )
-refs = st.one_of(st.none(), st.fixed_dictionaries({"name": maybe(st.just("refs/heads/main"))}))
+refs = st.one_of(
+    st.none(),
+    st.fixed_dictionaries({"name": maybe(st.one_of(st.just("refs/heads/main"), surrogate_text))}),
+)
 BODIES: dict[str, st.SearchStrategy[Any]] = {
     "batch": st.fixed_dictionaries(
         {
@@ -199,9 +211,7 @@ BODIES: dict[str, st.SearchStrategy[Any]] = {
         },
     ),
     "verify": st.fixed_dictionaries({"oid": maybe(oids), "size": maybe(sizes)}),
-    "createLock": st.fixed_dictionaries(
-        {"path": maybe(hostile_text)}, optional={"ref": maybe(refs)}
-    ),
+    "createLock": st.fixed_dictionaries({"path": maybe(json_text)}, optional={"ref": maybe(refs)}),
     "verifyLocks": st.fixed_dictionaries(
         {},
         optional={
@@ -303,7 +313,9 @@ def url_path(template: str, values: dict[str, str]) -> str:
     path = template
     for name, value in values.items():
         # '/' and '%' stay as sent: repo paths contain slashes, and raw escapes are a test.
-        path = path.replace("{" + name + "}", urllib.parse.quote(value, safe="/%"))
+        # A lone surrogate goes out as the bytes Python would make of it (%ED%A0%80).
+        quoted = urllib.parse.quote(value, safe="/%", errors="surrogatepass")
+        path = path.replace("{" + name + "}", quoted)
     return path
 
 
@@ -479,3 +491,53 @@ def test_fuzz_bytes_in_headers_and_paths(target: tuple[Server, TokenSigner], dat
     if status >= 400 and method != "HEAD":
         assert headers.get("content-type", "").startswith(LFS_MEDIA), (status, headers)
         assert isinstance(json.loads(resp_body).get("message"), str)
+
+
+# --- issue 24 item 8: strings JSON can hold but UTF-8 cannot, in every field ----------
+
+JSON_FIELDS = {
+    "batch": [
+        ("objects/batch", {"operation": "S", "objects": []}),
+        ("objects/batch", {"operation": "upload", "objects": [{"oid": "S", "size": 1}]}),
+        (
+            "objects/batch",
+            {"operation": "upload", "objects": [{"oid": oid_of(STORED), "size": "S"}]},
+        ),
+        ("objects/batch", {"operation": "download", "objects": [], "ref": {"name": "S"}}),
+        ("objects/batch", {"operation": "download", "objects": [], "transfers": ["S"]}),
+        ("objects/batch", {"operation": "download", "objects": [], "hash_algo": "S"}),
+        ("objects/batch", {"operation": "download", "objects": [], "S": 1}),
+    ],
+    "verify": [("verify", {"oid": "S", "size": 1})],
+    "locks": [
+        ("locks", {"path": "S"}),
+        ("locks", {"path": "a.bin", "ref": {"name": "S"}}),
+        ("locks/verify", {"cursor": "S"}),
+        ("locks/verify", {"ref": {"name": "S"}}),
+        ("locks/1/unlock", {"ref": {"name": "S"}}),
+        ("locks/1/unlock", {"force": "S"}),
+    ],
+}
+CASES = [(where, body) for cases in JSON_FIELDS.values() for where, body in cases]
+
+
+@pytest.mark.parametrize("surrogate", ["\ud800", "x\udfff.txt", "\ud83d"])
+@pytest.mark.parametrize(
+    ("where", "body"), CASES, ids=[f"{w}:{json.dumps(b)[:40]}" for w, b in CASES]
+)
+def test_lone_surrogates_are_4xx_lfs_json_in_every_field(
+    target: tuple[Server, TokenSigner], where: str, body: dict[str, Any], surrogate: str
+) -> None:
+    """`{"path": "\\ud800.txt"}` was a 500: a string no UTF-8 text can hold reached
+    SQLite or the response encoder. Every JSON field of every endpoint answers 4xx."""
+    server, _signer = target
+    text = json.dumps(body).replace('"S"', json.dumps(surrogate))
+    assert "\\ud" in text
+    token = base64.b64encode(f"alice:{USERS['alice'][0]}".encode()).decode()
+    headers = {"Authorization": f"Basic {token}", "Content-Type": LFS_MEDIA}
+    status, resp_headers, resp_body = send(
+        server, "POST", f"/fuzz/ok.git/info/lfs/{where}", headers, text.encode()
+    )
+    assert 400 <= status < 500, (status, resp_body[:300])
+    assert resp_headers.get("Content-Type", "").startswith(LFS_MEDIA), resp_headers
+    assert isinstance(json.loads(resp_body).get("message"), str)

@@ -185,11 +185,38 @@ def read_json() -> Any:
     """The request body as JSON (any content type; git-lfs sends its own media type)."""
     data = request.get_data(cache=False)
     try:
-        return json.loads(data or b"null")
+        value = json.loads(data or b"null")
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, "request body must be JSON (application/vnd.git-lfs+json)") from None
     except RecursionError:
         raise ApiError(400, "request body is JSON nested too deeply to be an LFS request") from None
+    _check_unicode(value)
+    return value
+
+
+def _check_unicode(value: Any) -> None:
+    """Refuse strings JSON can carry but UTF-8 cannot (a lone surrogate, `"\\ud800"`).
+
+    Checked once here, for every key and string of every body, so no field reaches SQLite,
+    a file name or the response encoder with one (each of those raised a 500).
+    """
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            todo.extend(item.keys())
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ApiError(
+                    400,
+                    "request body holds a string that is not Unicode text (a lone UTF-16"
+                    " surrogate escape such as \\ud800); send UTF-8 JSON",
+                ) from None
 
 
 def repo_from_path(raw: str) -> str:
