@@ -397,3 +397,13 @@ def test_precision_asked_and_effective_are_reported(
     assert code == 0
     # what OpenVINO chose depends on the CPU (bf16 with AMX, f32 without): it is printed
     assert re.search(rf"precision: (f32|bf16|f16) \(asked: {asked}\)", out), out
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_completion_script_knows_the_commands(
+    capsys: pytest.CaptureFixture[str], shell: str
+) -> None:
+    code, out, err = cli(capsys, "completion", shell)
+    assert code == 0, err
+    for word in ("profile", "quantize", "--exec-graph", "--compare", "--max-drop"):
+        assert word in out, word
