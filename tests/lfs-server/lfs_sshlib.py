@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import getpass
 import os
 import shlex
 import subprocess
@@ -62,12 +63,18 @@ class Sshd:
         )
 
     def url(self, repo: str) -> str:
-        return f"ssh://root@127.0.0.1:{self.port}/{repo}.git"
+        return f"ssh://{getpass.getuser()}@127.0.0.1:{self.port}/{repo}.git"
 
     def ssh(self, key: str, command: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
         """Run *command* over SSH with *key* (what git and git-lfs do)."""
         return subprocess.run(
-            [*shlex.split(self.ssh_command(key)), "-p", str(self.port), "root@127.0.0.1", command],
+            [
+                *shlex.split(self.ssh_command(key)),
+                "-p",
+                str(self.port),
+                f"{getpass.getuser()}@127.0.0.1",
+                command,
+            ],
             input=stdin,
             capture_output=True,
             timeout=120,
@@ -154,7 +161,8 @@ def running_sshd(
         "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
         "LogLevel ERROR\nMaxStartups 100:30:200\nMaxSessions 50\n"
     )
-    Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(PermissionError):  # sshd needs it; tools/test runs as root
+        Path("/run/sshd").mkdir(parents=True, exist_ok=True)
     log = open(root / "sshd.log", "wb")  # noqa: SIM115 (closed below)
     proc = subprocess.Popen([sshd_bin, "-D", "-e", "-f", str(config)], stdout=log, stderr=log)
     server = Sshd(root, port, data, git_root, proc)
