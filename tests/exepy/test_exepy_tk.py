@@ -169,7 +169,11 @@ def tk_runtime(
         require_command(command, package)
     found = _private_runtime(request.param, tmp_path_factory.mktemp("rt") / request.param)
     started = time.monotonic()
-    made = tk.build_tk(found, log=lambda line: print(line, file=sys.stderr))
+    try:
+        made = tk.build_tk(found, log=lambda line: print(line, file=sys.stderr))
+    except tk.TkError as exc:  # e.g. no Debian mirror reachable
+        missing("Tcl/Tk for Windows, built from Debian's source packages", str(exc))
+        raise
     print(f"tk for {found.version}: {time.monotonic() - started:.1f} s", file=sys.stderr)
     assert made.folder == found.path / "tk"
     # The runtime's own files are untouched: a hello app's binaries stay the same.
@@ -271,6 +275,13 @@ def test_hello_stays_small(apps: Path, tk_runtime: runtime.Runtime, tmp_path: Pa
     assert with_tk.stat().st_size > hello.stat().st_size + 1_000_000
     folder = _build(apps, tk_runtime, tmp_path / "hello", "hello.py").parent
     assert not (folder / "tcl").exists() and not (folder / "_tkinter.pyd").exists()
+
+
+def test_full_tcl_keeps_everything(apps: Path, tk_runtime: runtime.Runtime, tmp_path: Path) -> None:
+    folder = _build(apps, tk_runtime, tmp_path / "full", "counter.py", full_tcl=True).parent
+    assert (folder / "tcl" / "tcl8.6" / "tzdata" / "Europe" / "Paris").is_file()
+    assert (folder / "tcl" / "tk8.6" / "demos").is_dir()
+    assert len(list((folder / "tcl").rglob("*"))) > 1000
 
 
 def _install_layout(rt: runtime.Runtime, target: Path) -> Path:
