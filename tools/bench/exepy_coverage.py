@@ -260,11 +260,13 @@ CASES: dict[str, Case] = {
         "from cryptography.fernet import Fernet\nf = Fernet(Fernet.generate_key())\n"
         "print(f.decrypt(f.encrypt(b'secret')))",
         "b'secret'",
+        wine_gap="its Rust extension imports bcryptprimitives.dll, which Wine 8 lacks",
     ),
     "pydantic": Case(
         "pydantic",
         "from pydantic import BaseModel\nclass M(BaseModel):\n    x: int\nprint(M(x='5').x * 2)",
         "10",
+        wine_gap="pydantic-core (Rust) imports bcryptprimitives.dll, which Wine 8 lacks",
     ),
     "msgpack": Case(
         "msgpack",
