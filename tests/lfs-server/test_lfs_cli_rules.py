@@ -375,3 +375,57 @@ def test_token_ttl_beyond_s3_presign_limit_is_refused_at_start(tmp_path: Path) -
         one_error_line(r, "LFS_TOKEN_TTL must be at most 604800")
     ok = cli("user", "list", data=tmp_path, env={**os.environ, "LFS_TOKEN_TTL": "604800"})
     assert ok.returncode == 0, ok.stderr
+
+
+def _hostile_local_store(data: Path) -> dict[str, str]:
+    """A local store holding one good object and, under object names: a link to
+    /etc/passwd (named by its real hash), a link to /dev/zero and a FIFO."""
+    objects = data / "repos/team/game.git/objects"
+    made = {}
+    good = os.urandom(3000)
+    passwd = Path("/etc/passwd").read_bytes()
+    for kind, oid in (("good", oid_of(good)), ("passwd", oid_of(passwd)),
+                      ("zero", oid_of(b"zero")), ("fifo", oid_of(b"fifo"))):  # fmt: skip
+        path = objects / oid[:2] / oid[2:4] / oid
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "good":
+            path.write_bytes(good)
+        elif kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to("/etc/passwd" if kind == "passwd" else "/dev/zero")
+        made[kind] = oid
+    return made
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The console script with a short timeout: reading a FIFO or /dev/zero never ends."""
+    return subprocess.run([SCRIPT, *args], capture_output=True, text=True, timeout=60,
+                          env=env, check=False)  # fmt: skip
+
+
+def test_fsck_reads_regular_files_only(tmp_path: Path) -> None:
+    """Issue 25 (low): fsck hung forever on a FIFO and on a link to /dev/zero."""
+    made = _hostile_local_store(tmp_path)
+    r = _run("fsck", "--data", str(tmp_path))
+    assert r.returncode == 1 and "checked 4 objects, 3 bad" in r.stdout, (r.stdout, r.stderr)
+    for kind in ("passwd", "zero"):
+        assert f"BAD team/game {made[kind]}: nothing: it is a symbolic link" in r.stdout
+    assert f"BAD team/game {made['fifo']}: nothing: it is not a regular file" in r.stdout
+
+
+def test_migrate_copies_no_link_and_does_not_hang(ceph: Ceph, tmp_path: Path) -> None:
+    """Issue 25 (low): `migrate --to s3` followed a link the local server refuses to serve
+    (a reader then downloaded /etc/passwd from the bucket) and hung on a FIFO."""
+    bucket = ceph.create_bucket(f"lfs-migrate-links-{os.getpid()}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LFS_")}
+    env.update(ceph.s3_env(bucket))
+    env.pop("LFS_STORAGE", None)
+    made = _hostile_local_store(tmp_path)
+    r = _run("migrate", "--to", "s3", "--data", str(tmp_path), env=env)
+    assert r.returncode == 1 and "copied 1 objects" in r.stdout, (r.stdout, r.stderr)
+    pages = ceph.client().get_paginator("list_objects_v2").paginate(Bucket=bucket)  # type: ignore[attr-defined]
+    keys = [item["Key"] for page in pages for item in page.get("Contents", [])]
+    assert [k for k in keys if k.endswith(made["good"])], keys
+    for kind in ("passwd", "zero", "fifo"):
+        assert not [k for k in keys if k.endswith(made[kind])], (kind, keys)

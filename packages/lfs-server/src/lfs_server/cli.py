@@ -406,7 +406,8 @@ def _fsck(args: argparse.Namespace) -> int:
                  "moved_to": problem.moved_to}
             )  # fmt: skip
             where = f"; moved to {problem.moved_to}" if problem.moved_to else ""
-            _say(args, f"BAD {obj.repo} {obj.oid}: bytes hash to {problem.actual}{where}")
+            what = problem.actual if " " in problem.actual else f"bytes hash to {problem.actual}"
+            _say(args, f"BAD {obj.repo} {obj.oid}: {what}{where}")
     print(f"checked {checked} objects, {len(bad)} bad")
     _clikit.write_json(args.json, {"checked": checked, "aborted_uploads": aborted, "bad": bad})
     return 1 if bad else 0

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
-from lfs_server.storage import ObjectStore, StoredObject
+from lfs_server.storage import ObjectStore, StoredObject, VerifyError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -14,7 +14,7 @@ class Problem:
     """An object whose bytes do not hash to its name."""
 
     obj: StoredObject
-    actual: str
+    actual: str  # the SHA-256 of its bytes, or why they could not be read
     moved_to: str | None = None
 
 
@@ -23,7 +23,10 @@ def check_store(
 ) -> Iterator[tuple[StoredObject, Problem | None]]:
     """Hash each object; yield (object, problem or None); move bad ones if asked."""
     for obj in store.iter_objects(repo):
-        digest, _size = store.hash_object(obj)
+        try:
+            digest, _size = store.hash_object(obj)
+        except VerifyError as exc:  # a link, FIFO or device where an object should be
+            digest = f"nothing: {exc}"
         if digest == obj.oid:
             yield obj, None
             continue

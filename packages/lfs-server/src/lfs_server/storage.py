@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import os
 import shutil
@@ -55,11 +56,30 @@ class StoredObject:
     key: str = ""
 
 
+def open_regular(path: Path | str) -> int:
+    """A read-only descriptor of *path*; VerifyError unless it is a regular file.
+
+    Links are not followed (a link to /etc/passwd is not served, copied or hashed), and a
+    FIFO or device is refused before a read that would block or never end.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise VerifyError("it is a symbolic link, not a regular file") from None
+        raise
+    kind = stat.S_IFMT(os.fstat(fd).st_mode)
+    if kind != stat.S_IFREG:
+        os.close(fd)
+        raise VerifyError(f"it is not a regular file (file type {stat.filemode(kind)[0]!r})")
+    return fd
+
+
 def sha256_file(path: Path | str) -> tuple[str, int]:
-    """Return (hex SHA-256, size) of the file at *path*, read in 1 MiB chunks."""
+    """Return (hex SHA-256, size) of the regular file at *path*, read in 1 MiB chunks."""
     digest = hashlib.sha256()
     size = 0
-    with open(path, "rb", buffering=0) as fh:
+    with open(open_regular(path), "rb", buffering=0) as fh:
         buf = bytearray(CHUNK * 4)
         view = memoryview(buf)
         while True:
@@ -79,10 +99,11 @@ def verify_file(source: Path, oid: str, size: int) -> None:
     starting a thread costs more than the overlap saves. A rejected body was synced for
     nothing, which is harmless.
     """
-    actual_size = source.stat().st_size
+    fd = open_regular(source)
+    actual_size = os.fstat(fd).st_size
     if actual_size != size:
+        os.close(fd)
         raise VerifyError(f"body is {actual_size} bytes but the object's size is {size}")
-    fd = os.open(source, os.O_RDONLY)
     flusher = None
     if size >= _FLUSH_WHILE_HASHING:
         flusher = threading.Thread(target=os.fsync, args=(fd,), daemon=True)
@@ -313,7 +334,8 @@ class Store:
                 for filename in sorted(filenames):
                     if OID_RE.fullmatch(filename):
                         path = Path(dirpath) / filename
-                        yield StoredObject(name, filename, path, path.stat().st_size)
+                        # lstat: a link is listed as itself (fsck reports it), never followed.
+                        yield StoredObject(name, filename, path, path.lstat().st_size)
 
     def quarantine(self, obj: StoredObject, quarantine_dir: Path) -> str:
         """Move a bad object out of the store so that a new upload can replace it."""
