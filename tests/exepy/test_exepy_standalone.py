@@ -1136,3 +1136,36 @@ def test_first_build_shows_compile_progress(
     assert f"{modules}/{modules}" in err, err
     standalone.build_standalone(Path("b.exe"), Path("hello.py"), runtime=found, cwd=project)
     assert capsys.readouterr().err == ""
+
+
+def test_onedir_package_reading_data_by_file_goes_beside_the_exe(
+    project: Path, capsys: pytest.CaptureFixture[str], runner: Runner
+) -> None:
+    """A pure package that opens data through os.path.dirname(__file__) (as docutils and
+    jinja2's PackageLoader do) runs from --onedir: its files go beside the exe. A package
+    with no such data stays in the bundle."""
+    found = _runtime("3.13")
+    reader = (
+        b"import os\n"
+        b"HERE = os.path.dirname(__file__)\n"
+        b"def template():\n"
+        b"    with open(os.path.join(HERE, 'templates', 'page.txt'), encoding='utf-8') as f:\n"
+        b"        return f.read().strip()\n"
+    )
+    make_wheel(
+        project, "datapkg", "py3-none-any",
+        {"datapkg/__init__.py": reader, "datapkg/templates/page.txt": b"<page from a file>\n"},
+    )  # fmt: skip
+    make_wheel(project, "plainpkg", "py3-none-any", {"plainpkg/__init__.py": b"X = 1\n"})
+    (project / "app.py").write_text("import datapkg, plainpkg\nprint(datapkg.template())\n")
+    args = ["build", "dist", "app.py", "--runtime", found.version]
+    args += ["--wheel", "datapkg-1.0-py3-none-any.whl", "--wheel", "plainpkg-1.0-py3-none-any.whl"]
+    code, _, err = run_cli(args, capsys)
+    assert (code, err) == (0, ""), err
+    dist = project / "dist"
+    assert (dist / "datapkg" / "templates" / "page.txt").is_file()
+    names = [n for n, _ in build.read_bundle(dist / "app.exe").files]
+    assert "plainpkg/__init__.py" in names and not any(n.startswith("datapkg") for n in names)
+    ran = runner.run([str(dist / "app.exe")])
+    assert ran.returncode == 0, ran.stderr.decode("utf-8", "replace")[-1500:]
+    assert ran.stdout.decode().strip() == "<page from a file>"

@@ -60,6 +60,7 @@ from exepy.wheels import (
     binary_wheel_files,
     download_requirements,
     is_pure,
+    opens_data_by_file,
     wheel_files,
 )
 
@@ -354,7 +355,8 @@ def build_standalone(
     *wheels* (wheel files) and the wheels ``pip download`` finds for *requirements*: pure
     ones go into the bundle next to the app's files (see :mod:`exepy.wheels`); binary ones
     (``cp3XY``/``abi3``, ``win_amd64``) go beside the exe in an onedir folder, which is on
-    ``sys.path``, since Windows loads extension modules only from files.
+    ``sys.path``, since Windows loads extension modules only from files; so do pure ones
+    that ship data and use ``__file__`` (:func:`~exepy.wheels.opens_data_by_file`).
     An app that imports tkinter gets Tcl/Tk from the runtime (:mod:`exepy.tk`; ``tcl/``
     trimmed unless *full_tcl*).
     Nothing is written unless everything succeeds; an existing exe is replaced atomically,
@@ -382,7 +384,9 @@ def build_standalone(
 
     def add_wheel(wheel: Path, label: str) -> None:
         if is_pure(wheel):
-            contents.extend(wheel_files(wheel, label))
+            files = wheel_files(wheel, label)
+            # Data opened through __file__ needs files: beside the exe in onedir.
+            (on_disk if not onefile and opens_data_by_file(files) else contents).extend(files)
         elif onefile:
             raise BuildError(
                 f"{label} is a binary wheel: its extension modules must be files beside the "

@@ -29,6 +29,7 @@ __all__ = [
     "binary_wheel_files",
     "download_requirements",
     "is_pure",
+    "opens_data_by_file",
     "target_environment",
     "wheel_files",
 ]
@@ -131,6 +132,24 @@ from pip._internal.cli.main import main
 sys.argv[0] = "pip"
 sys.exit(main())
 """
+
+
+_CODE_SUFFIXES = (".py", ".pyi", ".pyc", ".typed")
+
+
+def opens_data_by_file(files: Sequence[tuple[str, bytes]]) -> bool:
+    """Whether a package (its wheel's files) may open data beside its modules by path:
+    it ships data files and its code uses ``__file__``. Such a package needs real files
+    (``os.path.dirname(__file__)`` names a folder inside the exe otherwise: docutils'
+    writer templates, jinja2's ``PackageLoader``); importlib.resources would not."""
+    data = [
+        name
+        for name, _ in files
+        if not name.endswith(_CODE_SUFFIXES) and ".dist-info/" not in name and "/" in name
+    ]
+    return bool(data) and any(
+        name.endswith(".py") and b"__file__" in content for name, content in files
+    )
 
 
 def is_pure(path: Path) -> bool:
