@@ -224,7 +224,13 @@ def _speed(
     for key, runner in models.items():
         for hint in ("LATENCY", "THROUGHPUT"):
             config = {**runner.compile_config(), "PERFORMANCE_HINT": hint}
-            model = core.compile_model(runner.model, runner.device, config)
+            try:
+                model = core.compile_model(runner.model, runner.device, config)
+            except RuntimeError as exc:
+                reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
+                raise RunnerError(
+                    f"OpenVINO cannot compile the {key} model for timing: {reason}"
+                ) from None
             requests = 1
             if hint == "THROUGHPUT":
                 requests = int(model.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
