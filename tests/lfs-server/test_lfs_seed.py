@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,56 @@ def test_import_seed_of_a_clean_seed_exits_0_and_a_wrong_folder_2(tmp_path: Path
         r = cli("import-seed", str(wrong), data=tmp_path / "data2")
         assert r.returncode == 2, (r.stdout, r.stderr)
         assert r.stderr.startswith("lfs-server: error: ") and says in r.stderr, r.stderr
+
+
+def test_import_seed_follows_no_linked_folder_and_says_so(tmp_path: Path) -> None:
+    """Issue 25 (low): a linked `.objects` folder copied one repository's objects into
+    another, and a linked repository folder was skipped without a REFUSED line."""
+    seed = tmp_path / "old"
+    oid = seed_object(seed / "repos/grp/a", b"a's object")
+    (seed / "repos/grp/b").mkdir(parents=True)
+    (seed / "repos/grp/b/.objects").symlink_to(seed / "repos/grp/a/.objects")
+    outside = tmp_path / "outside"
+    seed_object(outside, b"an object from outside the seed")
+    (seed / "repos/grp/c").symlink_to(outside)
+    r = cli("import-seed", str(seed), "--prefix", "", data=tmp_path / "data")
+    assert r.returncode == 1 and "imported 1 objects" in r.stdout, (r.stdout, r.stderr)
+    refused = [line for line in r.stdout.splitlines() if line.startswith("REFUSED ")]
+    for name in ("grp/b/.objects", "grp/c"):
+        assert any(name in line and "symbolic link" in line for line in refused), refused
+    repos = tmp_path / "data/repos"
+    assert list(repos.rglob(oid)) == [repos / "grp/a.git/objects" / oid[:2] / oid[2:4] / oid]
+    assert not (repos / "grp/b.git").exists() and not (repos / "grp/c.git").exists()
+
+
+def test_import_seed_checks_hash_and_space_before_writing(tmp_path: Path) -> None:
+    """Issue 25 (low): a 2 GiB sparse file with a wrong hash was written to the store's
+    disk in full before it was refused. On a 32 MiB store: a 200 MiB file named with a
+    wrong hash is refused for its hash (not for a full disk), a right one for the space."""
+    import shutil
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    data = tmp_path / "data"
+    data.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(data)], check=True)
+    try:
+        seed = tmp_path / "old"
+        big = 200 << 20
+        objects = seed / "repos/grp/big/.objects"
+        wrong = oid_of(b"not these bytes")
+        (objects / wrong[:2] / wrong[2:4]).mkdir(parents=True)
+        with open(objects / wrong[:2] / wrong[2:4] / wrong, "wb") as fh:
+            fh.truncate(big)  # sparse: costs the seed's disk nothing
+        right = oid_of(b"\0" * big)
+        (objects / right[:2] / right[2:4]).mkdir(parents=True)
+        with open(objects / right[:2] / right[2:4] / right, "wb") as fh:
+            fh.truncate(big)
+        r = cli("import-seed", str(seed), "--prefix", "", data=data)
+        refused = [line for line in r.stdout.splitlines() if line.startswith("REFUSED ")]
+        assert r.returncode == 1 and len(refused) == 2, (r.stdout, r.stderr)
+        assert any(wrong in line and "SHA-256" in line for line in refused), refused
+        assert any(right in line and "do not fit" in line for line in refused), "\n".join(refused)
+        assert shutil.disk_usage(data).used < 1 << 20  # nothing of either was written
+    finally:
+        subprocess.run(["umount", "-l", str(data)], check=False)

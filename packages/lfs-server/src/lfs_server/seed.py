@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from lfs_server.storage import VerifyError
+from lfs_server.storage import VerifyError, open_regular, sha256_file
 from lfs_server.validation import OID_RE, ApiError, normalize_repo
 
 SEED_OBJECTS = ".objects"
@@ -24,6 +25,8 @@ SEED_OBJECTS = ".objects"
 
 class SeedTarget(Protocol):
     """What the import needs from a store (the local one or S3)."""
+
+    tmp_dir: Path
 
     def stored_size(self, repo: str, oid: str) -> int | None: ...
     def publish_stream(self, stream: BinaryIO, repo: str, oid: str, size: int) -> None: ...
@@ -67,6 +70,12 @@ def import_seed(source: Path, store: SeedTarget, prefix: str = "") -> Iterator[S
     for dirpath, dirnames, filenames in os.walk(repos):
         dirnames.sort()
         here = Path(dirpath)
+        for name in list(dirnames):
+            # os.walk lists a link to a folder but does not enter it: say so, never follow
+            # (a linked .objects would copy one repository's objects into another).
+            if (here / name).is_symlink():
+                dirnames.remove(name)
+                yield SeedItem(here / name, "", "", "refused", "a symbolic link (not followed)")
         if SEED_OBJECTS in dirnames:
             dirnames.remove(SEED_OBJECTS)
             yield from _import_repo(repos, here, store, prefix)
@@ -102,10 +111,28 @@ def _import_one(path: Path, objects: Path, repo: str, store: SeedTarget) -> Seed
     if store.stored_size(repo, oid) == info.st_size:
         return SeedItem(path, repo, oid, "present")
     try:
-        with open(path, "rb") as fh:
-            store.publish_stream(fh, repo, oid, info.st_size)
+        # Hashed where it lies first: a wrong file (a 2 GiB sparse one, say) is refused
+        # without writing a byte; a right one must fit the store's temporary folder.
+        digest, size = sha256_file(path)
+        if digest != oid:
+            return SeedItem(path, repo, oid, "refused", f"its SHA-256 is {digest}, not its name")
+        free = _free_bytes(store.tmp_dir)
+        if size > free:
+            return SeedItem(
+                path, repo, oid, "refused",
+                f"{size} bytes do not fit the {free} bytes free at {store.tmp_dir}",
+            )  # fmt: skip
+        with open(open_regular(path), "rb") as fh:
+            store.publish_stream(fh, repo, oid, size)
     except VerifyError as exc:
         return SeedItem(path, repo, oid, "refused", str(exc))
     except OSError as exc:
-        return SeedItem(path, repo, oid, "refused", f"cannot read it: {exc.strerror}")
+        return SeedItem(path, repo, oid, "refused", f"cannot read or store it: {exc.strerror}")
     return SeedItem(path, repo, oid, "imported")
+
+
+def _free_bytes(folder: Path) -> int:
+    """Free bytes on the filesystem *folder* is (or will be) on."""
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    return shutil.disk_usage(folder).free
