@@ -21,7 +21,7 @@ import requests
 from lfs_engines import Ceph, Postgres
 from lfs_server.locks import LockDB
 from lfs_sshlib import KEYS, Sshd, running_sshd, ssh_git_env
-from lfs_testlib import LFS_MEDIA, GitEnv, Server, make_data_dir, start_server
+from lfs_testlib import LFS_MEDIA, GitEnv, Server, cli, make_data_dir, start_server
 
 pytestmark = [pytest.mark.gitlfs]
 
@@ -451,3 +451,44 @@ def test_git_hooks_see_the_pusher(sshd: Sshd, tmp_path: Path) -> None:
     work = new_work(bob, tmp_path, sshd, "team/hooked", {"b.bin": b"bob's bytes\n"})
     bob.git("push", "origin", "main", cwd=work)
     assert seen.read_text() == "bob"
+
+
+def test_protocol_applies_the_servers_limits(tmp_path: Path) -> None:
+    env = {"LFS_MAX_OBJECT_SIZE": "1000", "LFS_MAX_BATCH_OBJECTS": "2", "LFS_AUTO_CREATE": "0"}
+    data = make_data_dir()
+    try:
+        with running_sshd(tmp_path / "sshd", data, {"alice": KEYS["alice"]}, env=env) as limited:
+            small, big = b"s" * 1000, b"b" * 1001
+            lines = [pkt(f"{sha(d)} {len(d)}") for d in (small, big)]
+            batch = pkt("batch") + DELIM + b"".join(lines) + FLUSH
+            three = pkt("batch") + DELIM + b"".join([*lines, pkt(f"{'1' * 64} 1")]) + FLUSH
+            answer, packets = session(
+                limited,
+                "alice",
+                "upload",
+                batch,
+                three,
+                put(sha(small), 1000, small),
+                repo="team/absent",
+            )
+            assert statuses(packets) == ["status 200", "status 413", "status 413", "status 404"]
+            text = answer.stdout.decode()
+            assert "accepts objects up to 1000 bytes" in text
+            assert "at most 2 objects" in text
+            assert "does not exist on this server (auto-creation is off)" in text
+            cli_env = {**os.environ, **env}
+            made = cli("repo", "create", "team/present", data=data, env=cli_env)
+            assert made.returncode == 0, made.stderr
+            _answer, packets = session(
+                limited,
+                "alice",
+                "upload",
+                put(sha(small), 1000, small),
+                put(sha(big), 1001, big),
+                repo="team/present",
+            )
+            assert statuses(packets) == ["status 200", "status 200", "status 413"]
+            assert stored(data, "team/present", sha(small)).read_bytes() == small
+            assert not stored(data, "team/present", sha(big)).exists()
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
