@@ -28,6 +28,8 @@ import io
 import json
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Sequence
@@ -44,6 +46,7 @@ __all__ = [
     "build_tk",
     "find_tk",
     "install_tk_from",
+    "installed_python",
     "plan",
 ]
 
@@ -129,7 +132,7 @@ def _check_minor(runtime: Runtime) -> None:
 
 
 def _pe_imports(path: Path) -> list[str]:
-    """The DLL names *path* imports (lower case)."""
+    """The DLL names *path* imports (lower case); it must be an x64 DLL."""
     import pefile
 
     try:
@@ -139,7 +142,10 @@ def _pe_imports(path: Path) -> list[str]:
         )
     except pefile.PEFormatError as exc:
         raise TkError(f"{path} is not a Windows DLL: {exc}") from None
-    return [entry.dll.decode("ascii", "replace").lower() for entry in pe.DIRECTORY_ENTRY_IMPORT]
+    if pe.FILE_HEADER.Machine != pefile.MACHINE_TYPE["IMAGE_FILE_MACHINE_AMD64"]:
+        raise TkError(f"{path} is not for x64 (AMD64): take it from a 64-bit Python install")
+    imports = getattr(pe, "DIRECTORY_ENTRY_IMPORT", [])
+    return [entry.dll.decode("ascii", "replace").lower() for entry in imports]
 
 
 def _install(runtime: Runtime, fill: Callable[[Path], str]) -> TkRuntime:
@@ -230,6 +236,31 @@ def install_tk_from(runtime: Runtime, install: Path) -> TkRuntime:
         return f"--from {install}"
 
     return _install(runtime, fill)
+
+
+def installed_python(runtime: Runtime) -> Path | None:
+    """On Windows, the folder of an installed CPython of *runtime*'s version with tkinter
+    (this interpreter, else the one ``py -3.X`` starts); ``None`` elsewhere or if none."""
+    if sys.platform != "win32":
+        return None
+    candidates = []
+    if f"{sys.version_info[0]}.{sys.version_info[1]}" == runtime.minor:
+        candidates.append(Path(sys.base_prefix))
+    launcher = shutil.which("py")
+    if launcher is not None:
+        asked = subprocess.run(
+            [launcher, f"-{runtime.minor}", "-c", "import sys; print(sys.base_prefix)"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if asked.returncode == 0 and asked.stdout.strip():
+            candidates.append(Path(asked.stdout.strip()))
+    for folder in candidates:
+        if (folder / "DLLs" / "_tkinter.pyd").is_file() and (folder / "tcl").is_dir():
+            return folder
+    return None
 
 
 def build_tk(runtime: Runtime, log: Callable[[str], None] = lambda _: None) -> TkRuntime:

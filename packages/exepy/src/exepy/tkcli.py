@@ -19,7 +19,7 @@ _tkinter.pyd are built here from Debian's source packages with mingw-w64 (needs 
 and gcc-mingw-w64-x86-64; Python 3.11 and 3.13 only; the Tcl/Tk build is cached in
 ~/.cache/exepy/tcltk and takes a few minutes once). --from takes the folder of a Windows
 CPython install of the same version (DLLs\\_tkinter.pyd, tcl86t.dll, tk86t.dll, tcl\\,
-Lib\\tkinter)."""
+Lib\\tkinter); on Windows that is the default: this Python, or the one 'py -3.X' starts."""
 
 
 def add_tk_build_option(build: argparse.ArgumentParser) -> None:
@@ -65,8 +65,9 @@ def _runtime_tk(args: argparse.Namespace) -> None:
         sys.stdout.write(f"Python {found.version} has tkinter already (-f builds it again)\n")
         sys.stdout.write(tk.summary(present) + "\n")
         return
-    if args.tk_source is not None:
-        made = tk.install_tk_from(found, args.tk_source)
+    source = args.tk_source if args.tk_source is not None else tk.installed_python(found)
+    if source is not None:
+        made = tk.install_tk_from(found, source)
     else:
 
         def log(message: str) -> None:
