@@ -411,6 +411,21 @@ def test_a_32_bit_install_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "rt" / "tk").exists()
 
 
+def test_two_first_builds_at_once_keep_one(tmp_path: Path) -> None:
+    from exepy import tkbuild
+
+    final = tmp_path / "tcl8.6.13-tk8.6.13"
+    for name in ("first", "second"):
+        (tmp_path / name / "bin").mkdir(parents=True)
+        (tmp_path / name / "bin" / "tk86.dll").write_text(name)
+        tkbuild._rename_unless_there(tmp_path / name, final, final / "bin" / "tk86.dll")
+    assert (final / "bin" / "tk86.dll").read_text() == "first"
+    # a folder in the way that is not a build is an error, not silently used
+    (tmp_path / "third").mkdir()
+    with pytest.raises(OSError):
+        tkbuild._rename_unless_there(tmp_path / "third", final, final / "missing")
+
+
 def test_cli_runtime_tk_errors_are_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -194,9 +194,7 @@ def build_tcltk(log: Log) -> Path:
         shutil.copy2(tk / "license.terms", licences / "tk.license.terms")
         shutil.copy2(tcl / "compat" / "zlib" / "README", licences / "zlib.README")
         (prefix / "build-seconds.txt").write_text(f"{time.monotonic() - started:.1f}\n")
-        if final.exists():
-            shutil.rmtree(final)
-        prefix.rename(final)
+        _rename_unless_there(prefix, final, final / "bin" / "tk86.dll")
     log(f"Tcl/Tk built in {time.monotonic() - started:.0f} s: {final}")
     return final
 
@@ -219,8 +217,18 @@ def cpython_sources(minor: int, log: Log) -> Path:
         top = _unpack(archive, work / "src", lambda name: bool(wanted.match(name)))
         version = top.name.removeprefix("Python-")
         final = root / f"cpython-{version}"
-        top.rename(final)
+        _rename_unless_there(top, final, final / "Modules" / "_tkinter.c")
     return final
+
+
+def _rename_unless_there(folder: Path, final: Path, marker: Path) -> None:
+    """Rename *folder* to *final*; if another build got there first (*marker* exists),
+    keep that one: two first builds at once are safe."""
+    try:
+        folder.rename(final)
+    except OSError:
+        if not marker.is_file():
+            raise
 
 
 def build_pyd(runtime: Runtime, source: Path, tcltk: Path, target: Path) -> None:
