@@ -429,3 +429,66 @@ def test_migrate_copies_no_link_and_does_not_hang(ceph: Ceph, tmp_path: Path) ->
     assert [k for k in keys if k.endswith(made["good"])], keys
     for kind in ("passwd", "zero", "fifo"):
         assert not [k for k in keys if k.endswith(made[kind])], (kind, keys)
+
+
+def test_data_folder_names_nginx_would_misread_are_quoted_or_refused() -> None:
+    """Issue 25 (low): a data folder with a space, ';', '{}' gave only "nginx exited with
+    status 1", and a '$' became an nginx variable. Such names now serve (quoted in the
+    generated config); what nginx cannot carry at all is one line naming the setting."""
+    import shutil
+
+    from lfs_testlib import Api, make_data_dir, start_server
+
+    parent = make_data_dir()
+    try:
+        data = parent / "my data; {x} #1"
+        server = start_server(data, log=parent / "serve.log")
+        try:
+            blob = os.urandom(5000)
+            Api(server).upload("quoted/repo", blob)
+            action = Api(server).download_action("quoted/repo", oid_of(blob), len(blob))
+            import requests
+
+            got = requests.get(action["href"], headers=action["header"], timeout=30)
+            assert got.status_code == 200 and got.content == blob
+        finally:
+            server.stop()
+        for name, char in (("cost$5", "'$'"), ("two\nlines", "'\\n'"), ('say "hi"', "'\"'")):
+            r = cli("serve", "--listen", f"127.0.0.1:{free_port()}", data=parent / name)
+            one_error_line(r, f"holds {char}")
+            assert "LFS_DATA_DIR" in r.stderr and not (parent / name).exists(), r.stderr
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "fragment"),
+    [
+        (("--listen", "127.0.0.1:80; include /etc/passwd"), {}, "port must be ASCII digits"),
+        (("--listen", "127.0.0.1:8_080"), {}, "port must be ASCII digits"),
+        (("--listen", "127.0.0.1:\u0668\u0660\u0668\u0660"), {}, "port must be ASCII digits"),
+        (("--listen", "x;y:8080"), {}, "host must be a name"),
+        ((), {"LFS_LISTEN": "127.0.0.1:80 default_server"}, "LFS_LISTEN"),
+        (
+            (),
+            {"LFS_STORAGE": "s3", "LFS_S3_BUCKET": "b", "LFS_S3_ENDPOINT": "http://h:80; x y"},
+            "LFS_S3_ENDPOINT",
+        ),
+        (
+            (),
+            {"LFS_STORAGE": "s3", "LFS_S3_BUCKET": "b", "LFS_S3_ENDPOINT": "http://h/$host"},
+            "LFS_S3_ENDPOINT",
+        ),
+    ],
+)
+def test_settings_cannot_inject_nginx_directives(
+    tmp_path: Path, args: tuple[str, ...], env: dict[str, str], fragment: str
+) -> None:
+    """Issue 25 (low): LFS_S3_ENDPOINT and --listen reached nginx.conf as written, and the
+    port accepted '8_080' and Arabic digits (int() does)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("LFS_")}
+    r = cli("serve", *args, data=tmp_path / "data", env={**clean, **env})
+    one_error_line(r, fragment)
+    assert not (tmp_path / "data").exists()
+    r = cli("nginx-config", *args, data=tmp_path / "data", env={**clean, **env})
+    one_error_line(r, fragment)

@@ -283,11 +283,11 @@ def _serve(args: argparse.Namespace) -> int:
     made_here = not config.root.exists()
     try:
         return supervisor.run()
-    except (ServeError, OSError) as exc:
+    except (ServeError, ConfigError, OSError) as exc:
         # A serve that never started leaves no half-made data folder behind.
         if made_here:
             shutil.rmtree(config.root, ignore_errors=True)
-        if isinstance(exc, ServeError):
+        if isinstance(exc, (ServeError, ConfigError)):
             raise CliError(str(exc)) from None
         raise
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -123,10 +124,20 @@ class Config:
             raise ConfigError(
                 f"LFS_S3_TRANSFER must be 'proxy' or 'direct', got {self.s3_transfer!r}"
             )
-        if self.s3_endpoint and not self.s3_endpoint.startswith(("http://", "https://")):
-            raise ConfigError(
-                f"LFS_S3_ENDPOINT must be an http:// or https:// URL, got {self.s3_endpoint!r}"
-            )
+        if self.s3_endpoint:
+            scheme, sep, rest = self.s3_endpoint.partition("://")
+            netloc = rest.split("/", 1)[0]
+            host_port = netloc if ":" in netloc.rsplit("]", 1)[-1] else f"{netloc}:80"
+            if scheme not in ("http", "https") or not sep or "@" in netloc:
+                raise ConfigError(
+                    f"LFS_S3_ENDPOINT must be an http:// or https:// URL, got {self.s3_endpoint!r}"
+                )
+            parse_listen(host_port, "LFS_S3_ENDPOINT")  # nginx's config names this host
+            if any(c.isspace() or c in ";{}$\"'\\" for c in rest):
+                raise ConfigError(
+                    f"LFS_S3_ENDPOINT holds a character a URL cannot (space, ';', '{{', '}}',"
+                    f" '$', quotes), got {self.s3_endpoint!r}"
+                )
         if self.database_url and not self.database_url.startswith(("postgresql://", "postgres://")):
             # Never echo the URL: it may carry a password.
             raise ConfigError(
@@ -147,7 +158,7 @@ class Config:
             raise ConfigError(f"LFS_LOGIN_FAILURES must be >= 0, got {self.login_failures}")
         if self.max_object_size < 0:
             raise ConfigError(f"max_object_size must be >= 0, got {self.max_object_size}")
-        parse_listen(self.listen)
+        parse_listen(self.listen, "LFS_LISTEN (--listen)")
 
     # Derived paths: everything defaults to a place under data_dir. Those that resolve
     # links are computed once per Config (frozen): Path.resolve walks every component,
@@ -247,15 +258,26 @@ def _convert(var: str, raw: str, kind: str) -> object:
     return raw
 
 
-def parse_listen(listen: str) -> tuple[str, int]:
+# What nginx's `listen` and `server` take without quoting: a name or IPv4 address, or an
+# IPv6 address in brackets. Anything else could end the directive and start another.
+_HOST_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]|\*")
+_PORT_RE = re.compile(r"[0-9]{1,5}")
+
+
+def parse_listen(listen: str, setting: str = "listen address") -> tuple[str, int]:
     """Split `HOST:PORT` (IPv6 hosts in brackets); raise ConfigError naming the problem."""
     host, sep, port = listen.rpartition(":")
     if not sep or not host:
-        raise ConfigError(f"listen address must be HOST:PORT, e.g. 127.0.0.1:8080, got {listen!r}")
-    try:
-        number = int(port)
-    except ValueError:
-        raise ConfigError(f"listen port must be a number, got {port!r} in {listen!r}") from None
+        raise ConfigError(f"{setting} must be HOST:PORT, e.g. 127.0.0.1:8080, got {listen!r}")
+    if not _HOST_RE.fullmatch(host):
+        raise ConfigError(
+            f"{setting} host must be a name, an IPv4 address or [IPv6] (letters, digits, '.',"
+            f" '-'), got {host!r} in {listen!r}"
+        )
+    # int() also takes '8_080' and non-ASCII digits ('٨٠٨٠'): only ASCII digits are a port.
+    if not _PORT_RE.fullmatch(port):
+        raise ConfigError(f"{setting} port must be ASCII digits, got {port!r} in {listen!r}")
+    number = int(port)
     if not 0 < number < 65536:
-        raise ConfigError(f"listen port must be 1-65535, got {number}")
+        raise ConfigError(f"{setting} port must be 1-65535, got {number}")
     return host, number

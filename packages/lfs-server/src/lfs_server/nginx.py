@@ -7,7 +7,7 @@ import shutil
 from importlib import resources
 
 from lfs_server import __version__
-from lfs_server.config import Config
+from lfs_server.config import Config, ConfigError
 from lfs_server.transfer_api import S3_LOCATION, STORE_LOCATION, UPLOAD_CHECK_PATH
 from lfs_server.web import REALM
 
@@ -175,6 +175,22 @@ def _refused_returns(indent: str) -> str:
     return "\n".join(lines)
 
 
+def nginx_path(value: object, setting: str) -> str:
+    """*value* for a double-quoted nginx string; ConfigError naming *setting* if it cannot be.
+
+    Quoted, a space, ';', '{', '}' or '#' is plain text to nginx; '"' and '\\' would end or
+    escape the string, '$' starts a variable, and a control character ends the line.
+    """
+    text = str(value)
+    bad = next((c for c in text if c in '"\\$' or ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        raise ConfigError(
+            f"{setting} {text!r} holds {bad!r}, which nginx's configuration cannot carry;"
+            " choose a folder without '\"', '\\', '$' or control characters"
+        )
+    return text
+
+
 def api_max_body(config: Config) -> int:
     """Bytes an API request body may have: a full batch request fits (~100 bytes an object)."""
     return max(1 << 20, config.max_batch_objects * 512)
@@ -197,14 +213,17 @@ def render_nginx_config(
     )
     max_body = str(config.max_object_size) if config.max_object_size else "0"
     s3_upstream, s3_location = _s3_blocks(config)
+    data_setting = "LFS_DATA_DIR (--data)"
     values = {
         "version": __version__,
         "nginx_workers": nginx_workers,
-        "run_dir": str(config.run_dir),
-        "tmp_dir": str(config.tmp_dir),
-        "body_dir": str(config.body_dir),
-        "repos_dir": str(config.repos_dir),
-        "upstream": upstream or f"unix:{socket_path(config)}",
+        "run_dir": nginx_path(config.run_dir, data_setting),
+        "tmp_dir": nginx_path(config.tmp_dir, data_setting),
+        "body_dir": nginx_path(
+            config.body_dir, "LFS_NGINX_BODY_DIR" if config.nginx_body_dir else data_setting
+        ),
+        "repos_dir": nginx_path(config.repos_dir, data_setting),
+        "upstream": nginx_path(upstream or f"unix:{socket_path(config)}", "--upstream"),
         "listen": config.listen,
         "max_body": max_body,
         "store_location": STORE_LOCATION,

@@ -272,7 +272,7 @@ class Supervisor:
             self._spawn(
                 "nginx",
                 [nginx, "-p", run + "/", "-c", str(conf), "-e", f"{run}/nginx-error.log",
-                 "-g", f"daemon off; pid {run}/nginx.pid;"],
+                 "-g", f'daemon off; pid "{run}/nginx.pid";'],
                 env,
             )  # fmt: skip
         else:
