@@ -149,7 +149,8 @@ REFUSED = {
             "dynamic_shapes": "({0: torch.export.Dim.AUTO}, {0: torch.export.Dim.AUTO})",
         },
         "OpsetConversionError",
-        r"wrote opset 18, not the requested opset 12",
+        # Decided before torch runs (no torch traceback first).
+        r"cannot write a dynamic-shape model at opset 12.*opset_version >= 15.*nothing was written",
     ),
     # A caller's own table entry wins; an invalid result is still refused.
     "native-translation-below-19": (
@@ -218,3 +219,24 @@ def test_export_handles_a_data_dependent_branch(runtime: str, tmp_path: Path) ->
         onnx.checker.check_model(model, full_check=True)
         got = run_model(runtime, model, {"x": x.numpy()})
         assert float(np.abs(got - want).max()) <= 1e-5
+
+
+def test_readme_120_call_at_opset_12_prints_one_warning_only(tmp_path: Path) -> None:
+    """Below opset 14 the wrapper picks dynamo=False before torch runs: no torch traceback
+    ("No Adapter From Version $14 for Reshape"), one warning saying so, a valid file."""
+    import subprocess
+    import sys
+
+    code = README_120.format(register="", extra=",\n                  opset_version=12")
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    output = done.stdout + done.stderr
+    assert "Traceback" not in output and "Adapter" not in output, output
+    warnings_seen = [line for line in output.splitlines() if "Warning:" in line]
+    assert len(warnings_seen) == 1, output
+    assert "exporting with dynamo=False" in warnings_seen[0]
+    model = onnx.load(tmp_path / "output.onnx")
+    onnx.checker.check_model(model, full_check=True)
+    assert model.opset_import[0].version == 12

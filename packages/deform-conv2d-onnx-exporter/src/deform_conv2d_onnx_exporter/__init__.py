@@ -12,6 +12,12 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from deform_conv2d_onnx_exporter.check import CheckReport, check_export
+    from deform_conv2d_onnx_exporter.functions import (
+        DeformConvCall,
+        register_deform_conv_function,
+        unregister_deform_conv_function,
+    )
     from deform_conv2d_onnx_exporter.graph import DeformConvSpec, build_deform_conv
     from deform_conv2d_onnx_exporter.lower import LoweringError, lower_deform_conv
 
@@ -23,6 +29,11 @@ except PackageNotFoundError:  # running from a source tree or a bundle without m
 # numpy and onnx load on first use of these names, so that the console script's --help and
 # `python -m deform_conv2d_onnx_exporter --help` import neither.
 _LAZY = {
+    "CheckReport": "deform_conv2d_onnx_exporter.check",
+    "check_export": "deform_conv2d_onnx_exporter.check",
+    "DeformConvCall": "deform_conv2d_onnx_exporter.functions",
+    "register_deform_conv_function": "deform_conv2d_onnx_exporter.functions",
+    "unregister_deform_conv_function": "deform_conv2d_onnx_exporter.functions",
     "DeformConvSpec": "deform_conv2d_onnx_exporter.graph",
     "build_deform_conv": "deform_conv2d_onnx_exporter.graph",
     "LoweringError": "deform_conv2d_onnx_exporter.lower",
@@ -125,13 +136,18 @@ def make_deform_conv2d_translation(
 
 
 __all__ = [
+    "CheckReport",
+    "DeformConvCall",
     "DeformConvSpec",
     "LoweringError",
     "__version__",
     "build_deform_conv",
+    "check_export",
     "export",
     "lower_deform_conv",
     "make_deform_conv2d_translation",
     "register_deform_conv2d_onnx_op",
+    "register_deform_conv_function",
     "unregister_deform_conv2d_onnx_op",
+    "unregister_deform_conv_function",
 ]

@@ -33,6 +33,9 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+# One direction only: this module uses dynamo's exporter; dynamo never imports this module.
+from deform_conv2d_onnx_exporter.dynamo import DROPIN_MARK, original_torch_onnx_export
+
 #: (major, minor) versions of torch whose dynamo exporter the drop-in is tested with.
 SUPPORTED_TORCH = ((2, 14),)
 #: Parameters of ``torch.onnx.export`` the wrapper reads or passes.
@@ -45,16 +48,8 @@ _REQUIRED_PARAMETERS = (
     "custom_translation_table",
     "dynamic_shapes",
 )
-_MARK = "__deform_conv2d_onnx_dropin__"
+_MARK = DROPIN_MARK
 _settings: dict[str, Any] = {"columns": "auto", "variant": None}
-
-
-def original_torch_onnx_export() -> Callable[..., Any]:
-    """``torch.onnx.export`` as torch defines it (unwrapped if the drop-in is installed)."""
-    import torch.onnx
-
-    current = torch.onnx.export
-    return getattr(current, "__wrapped__", current) if getattr(current, _MARK, False) else current
 
 
 def torch_version() -> tuple[int, int]:
@@ -106,7 +101,9 @@ def _export(original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
     import torch
 
     from deform_conv2d_onnx_exporter.dynamo import (
+        CONVERTER_MIN_OPSET,
         DEFAULT_OPSET,
+        RESHAPE_CONVERTER_MIN_OPSET,
         ExportError,
         OpsetConversionError,
         export_checked,
@@ -130,6 +127,26 @@ def _export(original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
             "nothing was written"
         )
     opset = bound.pop("opset_version", None) or DEFAULT_OPSET
+    dynamic = bound.get("dynamic_shapes") is not None
+    if opset < RESHAPE_CONVERTER_MIN_OPSET and not dynamic and isinstance(model, torch.nn.Module):
+        # Our graph always holds Reshape, which onnx's version converter cannot bring below
+        # opset 14: the dynamo route would fail (after torch prints a long traceback). Take
+        # the TorchScript exporter at once, as the 1.2.0 usage meant, and say so once.
+        warnings.warn(
+            f"opset {opset} is below what torch's dynamo exporter can reach for DeformConv2d "
+            f"(onnx's version converter has no Reshape below {RESHAPE_CONVERTER_MIN_OPSET}); "
+            "exporting with dynamo=False (the TorchScript exporter)",
+            UserWarning,
+            stacklevel=3,
+        )
+        return original(*args, **{**kwargs, "dynamo": False})
+    if opset < CONVERTER_MIN_OPSET and dynamic:
+        raise OpsetConversionError(
+            f"torch's dynamo exporter cannot write a dynamic-shape model at opset {opset} "
+            f"(onnx's version converter has no Shape below {CONVERTER_MIN_OPSET}); use "
+            f"opset_version >= {CONVERTER_MIN_OPSET}, or dynamo=False with dynamic_axes; "
+            "nothing was written"
+        )
     try:
         translation = make_deform_conv2d_translation(
             opset, _settings["columns"], _settings["variant"]

@@ -38,6 +38,24 @@ TORCHLIB_OPSET = 18
 #: down-adapter for Shape below 15, nor for Reshape below 14): a dynamic-shape export of
 #: DeformConv2d reaches 15, 16 and 17 (tested), but not 14.
 CONVERTER_MIN_OPSET = 15
+#: onnx's version converter has no down-adapter for ``Reshape`` below this opset, and the
+#: decomposition always holds Reshape: a dynamo export below it cannot succeed.
+RESHAPE_CONVERTER_MIN_OPSET = 14
+
+
+#: The attribute :mod:`.dropin` marks its wrapper of ``torch.onnx.export`` with. It lives
+#: here so that this module never imports :mod:`.dropin` (dropin imports this one).
+DROPIN_MARK = "__deform_conv2d_onnx_dropin__"
+
+
+def original_torch_onnx_export() -> Callable[..., Any]:
+    """``torch.onnx.export`` as torch defines it (unwrapped if the drop-in is installed)."""
+    import torch.onnx
+
+    current = torch.onnx.export
+    if getattr(current, DROPIN_MARK, False):
+        return getattr(current, "__wrapped__", current)
+    return current
 
 
 class ExportError(ValueError):
@@ -182,6 +200,7 @@ def export(
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
     dynamic_axes: Mapping[str, Any] | None = None,
+    check: bool = False,
     **kwargs: Any,
 ) -> Any:
     """Export *model* to ONNX with DeformConv handled correctly at any opset >= 12.
@@ -201,6 +220,10 @@ def export(
         dynamic_shapes: passed to the dynamo exporter.
         dynamo: ``False`` uses the TorchScript exporter, which has no native
             ``DeformConv``: it always decomposes (pass *dynamic_axes* there).
+        check: run the model on *args* in onnxruntime (and OpenVINO when installed, for
+            decomposed models) before writing it and compare with ``model(*args)``
+            (:func:`~deform_conv2d_onnx_exporter.check.check_export`); beyond
+            ``1e-4 + 1e-3 * |torch|`` anywhere raises :class:`ExportError`.
         kwargs: passed on to ``torch.onnx.export``.
 
     Returns:
@@ -208,6 +231,8 @@ def export(
 
     Raises:
         ValueError: an unsupported opset, or ``decompose=False`` below opset 19.
+        ExportError: ``check=True`` and the model does not match PyTorch; nothing was
+            written.
     """
     import onnx
     import torch
@@ -226,7 +251,6 @@ def export(
                 "the TorchScript exporter (dynamo=False) has no native DeformConv; "
                 "use decompose=True"
             )
-        from deform_conv2d_onnx_exporter.dropin import original_torch_onnx_export
         from deform_conv2d_onnx_exporter.torchscript import register_symbolic
 
         register_symbolic(columns=columns, variant=variant)
@@ -243,6 +267,8 @@ def export(
             **kwargs,
         )
         proto = onnx.load_from_string(buffer.getvalue())
+        if check:
+            _check_against_torch(model, args, proto)
         if f is not None:
             onnx.save(proto, f)
         return proto
@@ -275,8 +301,27 @@ def export(
             dynamic_shapes=None,
             **{k: v for k, v in call.items() if k != "kwargs"},
         )
+    if check:
+        _check_against_torch(model, args, program.model_proto)
     save_program(program, f, kwargs)
     return program.model_proto
+
+
+def _check_against_torch(model: Any, args: Any, proto: Any) -> None:
+    """Raise ExportError unless *proto* matches ``model(*args)`` in every installed runtime."""
+    from deform_conv2d_onnx_exporter.check import check_export, format_report
+    from deform_conv2d_onnx_exporter.lower import count_deform_conv
+
+    # OpenVINO cannot read native DeformConv: check a native model in onnxruntime only.
+    runtimes = ["onnxruntime"] if count_deform_conv(proto) else None
+    report = check_export(model, args, proto, runtimes=runtimes)
+    if not report.passed:
+        failed = [line for line in format_report(report) if line.endswith("BEYOND TOLERANCE")]
+        raise ExportError(
+            "the exported model does not match PyTorch: "
+            + "; ".join(failed)
+            + "; nothing was written"
+        )
 
 
 def _data_dependent(exc: BaseException) -> bool:
@@ -329,8 +374,6 @@ def export_checked(
     ``onnx.checker`` (full), then writes *f* (if any) the way torch would. Raises
     :class:`ExportError` before anything is written.
     """
-    from deform_conv2d_onnx_exporter.dropin import original_torch_onnx_export
-
     save_options = {k: kwargs.pop(k) for k in _SAVE_OPTIONS if k in kwargs}
     program = original_torch_onnx_export()(
         model,

@@ -338,6 +338,11 @@ class _Ops(Generic[V]):
         scalar = self.op("Gather", n, self.i64(0), axis=0)
         return self.to_float(self.op("Range", self.i64(0), scalar, self.i64(1)))
 
+    def area(self, hw: Maybe) -> Maybe:
+        """``[h * w]`` of a 2-element int64 tensor (Mul, not ReduceProd: onnx's version
+        converter writes an invalid ReduceProd when bringing opset 18 down)."""
+        return self.mul(self.take(hw, 0, 1), self.take(hw, 1, 2))
+
     def reduce_sum(self, x: V, axis: int) -> V:
         if self.opset >= 13:
             return self.op("ReduceSum", x, self.i64([axis]), keepdims=0)
@@ -400,15 +405,16 @@ def _base_grid(o: _Ops[V], spec: DeformConvSpec, out_hw: Maybe, axis: int, shift
 def _sampling_coordinates(
     o: _Ops[V], spec: DeformConvSpec, offset: V, out_hw: Maybe
 ) -> tuple[V, V]:
-    """Sampling positions (y, x) in input pixels, each (N*og, K, Ho, Wo) (GatherND variant)."""
+    """Sampling positions (y, x) in input pixels, each (N*og, K, 1, Ho, Wo) (GatherND variant)."""
     taps = spec.taps
     # (N, og*K*2, Ho, Wo) -> (N*og, K, 2, Ho, Wo): (dy, dx) pairs per tap, per offset group.
     off5 = o.reshape(offset, o.concat(np.array([-1, taps, 2], np.int64), out_hw))
-    dy = o.op("Gather", off5, o.i64(0), axis=2)
-    dx = o.op("Gather", off5, o.i64(1), axis=2)
-    # base_y[k, ho, 0] = ho*sh + i*dh - pad_top ; base_x[k, 0, wo] = wo*sw + j*dw - pad_left
-    base_y = o.reshape(_base_grid(o, spec, out_hw, 0, 0.0), np.array([taps, -1, 1], np.int64))
-    base_x = o.reshape(_base_grid(o, spec, out_hw, 1, 0.0), np.array([taps, 1, -1], np.int64))
+    # Slice, not Gather: OpenVINO 2026.4's Gather dies of SIGFPE on a static empty batch.
+    dy = o.op("Slice", o.value(off5), o.i64([0]), o.i64([1]), o.i64([2]))
+    dx = o.op("Slice", o.value(off5), o.i64([1]), o.i64([2]), o.i64([2]))
+    # base_y[k, 0, ho, 0] = ho*sh + i*dh - pad_top ; base_x[k, 0, 0, wo] = wo*sw + j*dw - pad_left
+    base_y = o.reshape(_base_grid(o, spec, out_hw, 0, 0.0), np.array([taps, 1, -1, 1], np.int64))
+    base_x = o.reshape(_base_grid(o, spec, out_hw, 1, 0.0), np.array([taps, 1, 1, -1], np.int64))
     return o.op("Add", dy, o.value(base_y)), o.op("Add", dx, o.value(base_x))
 
 
@@ -428,8 +434,12 @@ def _columns_to_output(
         return o.op("Conv", *inputs, group=spec.group, kernel_shape=[1, 1])
     g = spec.group
     w2 = o.op("Reshape", weight, o.i64([0, -1]))  # (Co, C/g*K)
+    # Every reshape of a batched tensor puts -1 on the batch and gives the other sizes, so
+    # that a batch of 0 is well defined (with a 0 batch copied, -1 has no unique value).
+    pixels = o.area(out_hw)
     if g == 1:
-        out = o.op("MatMul", w2, o.op("Reshape", cols, o.i64([0, 0, -1])))  # (N, Co, Ho*Wo)
+        cols3 = o.reshape(cols, o.concat(np.array([-1, 0], np.int64), pixels))
+        out = o.op("MatMul", w2, o.value(cols3))  # (N, Co, Ho*Wo)
     else:
         per_group: Maybe
         if channels is not None:
@@ -437,9 +447,10 @@ def _columns_to_output(
         else:
             per_group = o.take(o.op("Shape", w2), 1, 2)
         w3 = o.reshape(w2, o.concat(np.array([g, -1], np.int64), per_group))
-        cols4 = o.reshape(cols, o.concat(np.array([0, g], np.int64), per_group, np.array([-1])))
-        out = o.op("MatMul", w3, cols4)  # (N, g, Co/g, Ho*Wo)
-    out = o.reshape(out, o.concat(np.array([0, -1], np.int64), out_hw))
+        cols4 = o.reshape(cols, o.concat(np.array([-1, g], np.int64), per_group, pixels))
+        out = o.op("MatMul", w3, o.value(cols4))  # (N, g, Co/g, Ho*Wo)
+    out_channels = o.take(o.op("Shape", weight), 0, 1)
+    out = o.reshape(out, o.concat(np.array([-1], np.int64), out_channels, out_hw))
     if bias is not None:
         out = o.op("Add", out, o.op("Reshape", bias, o.i64([-1, 1, 1])))
     return out
@@ -448,26 +459,25 @@ def _columns_to_output(
 def _fold_offset_groups(o: _Ops[V], spec: DeformConvSpec, x: V, shape: _Shape[V]) -> V:
     """(N, C, H, W) -> (N*og, C/og, H, W)."""
     og = spec.offset_group
-    n, c = shape.known(0), shape.known(1)
+    n = shape.known(0)
     if n is not None:
         target: Maybe = np.array([n * og, -1, 0, 0], dtype=np.int64)
-    elif c is not None:
-        target = np.array([-1, c // og, 0, 0], dtype=np.int64)
     else:
-        target = o.concat(o.mul(shape.dims(0, 1), np.array([og])), np.array([-1, 0, 0]))
+        # -1 on the batch and every other size given: a batch of 0 stays well defined.
+        target = o.concat(
+            np.array([-1]), o.int_div(shape.dims(1, 2), np.array([og])), np.array([0, 0])
+        )
     return o.reshape(x, target)
 
 
 def _unfold_columns(o: _Ops[V], spec: DeformConvSpec, x: V, shape: _Shape[V], out_hw: Maybe) -> V:
     """(N*og, C/og, K*Ho, Wo) or (N*og, C/og, K*Ho*Wo) -> (N, C*K, Ho, Wo)."""
-    n, c = shape.known(0), shape.known(1)
+    n = shape.known(0)
     lead: Maybe
     if n is not None:
         lead = np.array([n, -1], dtype=np.int64)
-    elif c is not None:
-        lead = np.array([-1, c * spec.taps], dtype=np.int64)
-    else:
-        lead = o.concat(shape.dims(0, 1), np.array([-1]))
+    else:  # -1 on the batch only (see _fold_offset_groups)
+        lead = o.concat(np.array([-1]), o.mul(shape.dims(1, 2), np.array([spec.taps])))
     return o.reshape(x, o.concat(lead, out_hw))
 
 
@@ -505,7 +515,9 @@ def _sample_gridsample(layer: _Layer[V], x: V, offset: V, mask: V | None) -> V:
     scale_xy = o.reshape(o.gather(scale, [1, 0]), np.array([1, 1, 2, 1, 1], np.int64))
 
     off5 = o.reshape(offset, o.concat(np.array([-1, taps, 2], np.int64), out_hw))
-    dxy = o.op("Gather", o.value(off5), o.i64([1, 0]), axis=2)  # (dx, dy) pairs
+    # (dx, dy) pairs: a reversing Slice (OpenVINO 2026.4's Gather dies of SIGFPE on a static
+    # empty batch; Slice does not).
+    dxy = o.op("Slice", o.value(off5), o.i64([-1]), o.i64([-(2**62)]), o.i64([2]), o.i64([-1]))
     grid = o.op("Add", o.op("Mul", dxy, o.value(scale_xy)), o.value(base))
     grid = o.op("Transpose", grid, perm=[0, 1, 3, 4, 2])  # (N*og, K, Ho, Wo, 2)
     # Taps stacked along the sampled height: (N*og, K*Ho, Wo, 2).
@@ -537,7 +549,8 @@ def _sample_gathernd(layer: _Layer[V], x: V, offset: V, mask: V | None) -> V:
     folded = _fold_offset_groups(o, spec, x, shape)
     h = o.reshape(o.gather(hw, [0]), np.array([], np.int64))
     w = o.reshape(o.gather(hw, [1]), np.array([], np.int64))
-    pixels_last = o.op("Transpose", o.op("Reshape", folded, o.i64([0, 0, -1])), perm=[0, 2, 1])
+    flat = o.reshape(folded, o.concat(np.array([-1, 0], np.int64), o.area(hw)))
+    pixels_last = o.op("Transpose", o.value(flat), perm=[0, 2, 1])
     # pixels_last: (N*og, H*W, C/og)
 
     y0 = o.op("Floor", y)
@@ -548,9 +561,9 @@ def _sample_gathernd(layer: _Layer[V], x: V, offset: V, mask: V | None) -> V:
     hy = o.op("Sub", one, ly)
     hx = o.op("Sub", one, lx)
     if mask is not None:
-        mask4 = o.op("Reshape", mask, o.i64([-1, taps, 0, 0]))
-        hy = o.op("Mul", hy, mask4)
-        ly = o.op("Mul", ly, mask4)
+        mask4 = o.reshape(mask, o.concat(np.array([-1, taps, 1], np.int64), out_hw))
+        hy = o.op("Mul", hy, o.value(mask4))
+        ly = o.op("Mul", ly, o.value(mask4))
 
     zero_f = o.fconst(0.0)
     h_max = o.value(o.to_float(o.sub(h, np.array(1, np.int64))))
@@ -578,9 +591,11 @@ def _sample_gathernd(layer: _Layer[V], x: V, offset: V, mask: V | None) -> V:
     corners = [(row0, ix0, hy, hx), (row0, ix1, hy, lx), (row1, ix0, ly, hx), (row1, ix1, ly, lx)]
     indices = o.op("Concat", *[o.op("Add", r, c) for r, c, _, _ in corners], axis=1)
     weights = o.op("Concat", *[o.op("Mul", a, b) for _, _, a, b in corners], axis=1)
-    # (N*og, 4K, Ho, Wo) -> (N*og, 4*K*Ho*Wo, 1)
-    indices = o.op("Reshape", indices, o.i64([0, -1, 1]))
-    weights = o.op("Reshape", weights, o.i64([0, -1, 1]))
+    # (N*og, 4K, 1, Ho, Wo) -> (N*og, 4*K*Ho*Wo, 1); -1 on the batch (see _columns_to_output)
+    samples = o.mul(o.area(out_hw), np.array([4 * taps], np.int64))
+    flat_target = o.value(o.concat(np.array([-1], np.int64), samples, np.array([1])))
+    indices = o.op("Reshape", indices, flat_target)
+    weights = o.op("Reshape", weights, flat_target)
     gathered = o.op("GatherND", pixels_last, indices, batch_dims=1)
     weighted = o.op("Mul", gathered, weights)
     # (N*og, 4, K*Ho*Wo, C/og) summed over the corners.
@@ -590,7 +605,8 @@ def _sample_gathernd(layer: _Layer[V], x: V, offset: V, mask: V | None) -> V:
         channels = np.array([c // spec.offset_group], np.int64)
     else:
         channels = o.take(o.op("Shape", pixels_last), 2, 3)
-    weighted = o.reshape(weighted, o.concat(np.array([0, 4, -1], np.int64), channels))
+    per_corner = o.mul(o.area(out_hw), np.array([taps], np.int64))
+    weighted = o.reshape(weighted, o.concat(np.array([-1, 4], np.int64), per_corner, channels))
     summed = o.reduce_sum(o.value(weighted), 1)
     return o.op("Transpose", summed, perm=[0, 2, 1])
 

@@ -1,4 +1,11 @@
-"""Rewrite ONNX ``DeformConv`` nodes into standard operators (:func:`lower_deform_conv`)."""
+"""Rewrite DeformConv nodes into standard operators (:func:`lower_deform_conv`).
+
+Two kinds of node are rewritten: ONNX ``DeformConv`` (opset 19/22) and the custom nodes
+mmdeploy writes for mmcv's layers, ``mmcv::MMCVDeformConv2d(input, offset, weight)`` and
+``mmcv::MMCVModulatedDeformConv2d(input, offset, mask, weight[, bias])`` (attributes
+``stride``, ``padding``, ``dilation`` as 2-int lists, ``groups``, ``deform_groups`` or
+``deformable_groups``; mmcv's offset and mask layout is torchvision's and ONNX's).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +24,9 @@ from deform_conv2d_onnx_exporter.graph import (
 )
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
+#: mmdeploy's custom node types for mmcv's layers (domain ``mmcv``).
+MMCV_DOMAIN = "mmcv"
+MMCV_DEFORM_CONV = ("MMCVDeformConv2d", "MMCVModulatedDeformConv2d")
 
 
 class LoweringError(ValueError):
@@ -101,6 +111,106 @@ def count_deform_conv(model: onnx.ModelProto) -> int:
     )
 
 
+def count_custom_deform_conv(model: onnx.ModelProto) -> int:
+    """Number of mmdeploy ``mmcv::MMCVDeformConv2d``/``MMCVModulatedDeformConv2d`` nodes."""
+    return sum(
+        n.op_type in MMCV_DEFORM_CONV and n.domain == MMCV_DOMAIN
+        for g in _graphs(model.graph)
+        for n in g.node
+    )
+
+
+def _is_onnx_deform_conv(node: onnx.NodeProto) -> bool:
+    return node.op_type == "DeformConv" and node.domain in _DEFAULT_DOMAINS
+
+
+def _is_mmcv_deform_conv(node: onnx.NodeProto) -> bool:
+    return node.op_type in MMCV_DEFORM_CONV and node.domain == MMCV_DOMAIN
+
+
+def _onnx_form(node: onnx.NodeProto) -> onnx.NodeProto:
+    """*node* as an ONNX ``DeformConv`` (inputs X, W, offset, B, mask; ONNX attribute names).
+
+    mmdeploy's nodes carry ``stride``/``padding``/``dilation`` (symmetric padding),
+    ``groups`` and ``deform_groups`` (its documentation says ``deformable_groups``: both
+    are read), and a different input order.
+    """
+    if _is_onnx_deform_conv(node):
+        return node
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    label = f"{node.op_type} node {node.name or '(unnamed)'!r}"
+    inputs = list(node.input)
+    if node.op_type == "MMCVModulatedDeformConv2d":
+        if len(inputs) < 4:
+            raise LoweringError(
+                f"{label} needs inputs (input, offset, mask, weight[, bias]), got {inputs}"
+            )
+        x, offset, mask, weight = inputs[:4]
+        bias = inputs[4] if len(inputs) > 4 else ""
+    else:
+        if len(inputs) < 3:
+            raise LoweringError(f"{label} needs inputs (input, offset, weight), got {inputs}")
+        x, offset, weight = inputs[:3]
+        mask, bias = "", ""
+    padding = [int(p) for p in attrs.get("padding", [0, 0])]
+    groups = attrs.get("deform_groups", attrs.get("deformable_groups", 1))
+    converted = helper.make_node(
+        "DeformConv",
+        [x, weight, offset, bias, mask],
+        list(node.output),
+        name=node.name,
+        strides=[int(v) for v in attrs.get("stride", [1, 1])],
+        pads=[*padding, *padding],
+        dilations=[int(v) for v in attrs.get("dilation", [1, 1])],
+        group=int(attrs.get("groups", 1)),
+        offset_group=int(groups),
+    )
+    return converted
+
+
+def _check_channels(
+    label: str, spec: DeformConvSpec, types: dict[str, onnx.TypeProto], inputs: list[str]
+) -> None:
+    """Raise LoweringError when static channel counts contradict the attributes.
+
+    onnxruntime's own rule: offset channels = offset_group * 2 * kh * kw, mask channels =
+    offset_group * kh * kw; X's channels divide by group and offset_group.
+    """
+    x_name, w_name, offset_name, _, mask_name = inputs[:5]
+
+    def channels(name: str) -> int | None:
+        shape = _static_shape(types.get(name)) if name else None
+        return shape[1] if shape is not None and len(shape) == 4 and shape[1] > 0 else None
+
+    og, taps = spec.offset_group, spec.taps
+    kh, kw = spec.kernel_shape
+    found = channels(offset_name)
+    if found is not None and found != og * 2 * taps:
+        raise LoweringError(
+            f"{label}: the offset has {found} channels; offset_group * 2 * kh * kw = "
+            f"{og} * 2 * {kh} * {kw} = {og * 2 * taps} expected"
+        )
+    found = channels(mask_name)
+    if found is not None and found != og * taps:
+        raise LoweringError(
+            f"{label}: the mask has {found} channels; offset_group * kh * kw = "
+            f"{og} * {kh} * {kw} = {og * taps} expected"
+        )
+    c = channels(x_name)
+    w_shape = _static_shape(types.get(w_name))
+    if c is not None:
+        if c % og or c % spec.group:
+            raise LoweringError(
+                f"{label}: the input has {c} channels, not divisible by offset_group {og} "
+                f"and group {spec.group}"
+            )
+        if w_shape is not None and len(w_shape) == 4 and 0 < w_shape[1] * spec.group != c:
+            raise LoweringError(
+                f"{label}: the weight has {w_shape[1]} input channels per group; "
+                f"input channels / group = {c} / {spec.group} = {c // spec.group} expected"
+            )
+
+
 def _value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
@@ -177,7 +287,7 @@ def _spec_for(
         elem = x_type.tensor_type.elem_type
     try:
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem))
-        return DeformConvSpec(
+        spec = DeformConvSpec(
             kernel_shape=(int(kernel[0]), int(kernel[1])),
             strides=tuple(attrs.get("strides", [1, 1])),
             pads=tuple(attrs.get("pads", [0, 0, 0, 0])),
@@ -194,6 +304,8 @@ def _spec_for(
         )
     except ValueError as exc:
         raise LoweringError(f"{label}: {exc}") from exc
+    _check_channels(label, spec, types, inputs)
+    return spec
 
 
 def lower_deform_conv(
@@ -203,14 +315,16 @@ def lower_deform_conv(
     variant: str | None = None,
     columns: str = "auto",
 ) -> onnx.ModelProto:
-    """Return a copy of *model* with every ONNX ``DeformConv`` node replaced by standard operators.
+    """Return a copy of *model* with every DeformConv node replaced by standard operators.
 
     Args:
-        model: a model that may contain ``DeformConv`` (opset 19/22 semantics) in its main
+        model: a model that may contain ``DeformConv`` (opset 19/22 semantics) or mmdeploy's
+            ``mmcv::MMCVDeformConv2d`` / ``mmcv::MMCVModulatedDeformConv2d`` in its main
             graph or in subgraphs.
         opset: the default-domain opset of the result. ``None`` keeps the model's own opset
-            (a model whose opset is below 19 but still holds ``DeformConv``, as torch's
-            dynamo exporter writes for ``opset_version < 19``, becomes valid at that opset).
+            (12 for a model below 12: mmdeploy writes 11). A model whose opset is below 19
+            but still holds ``DeformConv``, as torch's dynamo exporter writes for
+            ``opset_version < 19``, becomes valid at that opset.
             A different value converts the rest of the model with
             ``onnx.version_converter``. Must be >= 12.
         variant: ``"gridsample"`` (opset >= 16, default there) or ``"gathernd"`` (default
@@ -220,14 +334,16 @@ def lower_deform_conv(
             (see :func:`~deform_conv2d_onnx_exporter.graph.columns_for_output_size`).
 
     Raises:
-        LoweringError: a node cannot be rewritten (unknown kernel shape, 3-D, ...).
+        LoweringError: a node cannot be rewritten (unknown kernel shape, 3-D, offset or mask
+            channel counts that contradict the attributes, ...).
         ValueError: *opset* is below 12 or above the installed onnx's highest opset, or the
             other operators cannot be converted to it.
     """
     result = onnx.ModelProto()
     result.CopyFrom(model)
     current = _default_opset(result)
-    target = current if opset is None else opset
+    # mmdeploy writes opset 11 by default; the decomposition needs 12.
+    target = max(current, MIN_OPSET) if opset is None else opset
     check_target_opset(target)
     if target != current:
         result = _convert_rest(result, target)
@@ -245,9 +361,10 @@ def lower_deform_conv(
     for graph in reversed(list(_graphs(result.graph))):
         new_nodes: list[onnx.NodeProto] = []
         for node in graph.node:
-            if node.op_type != "DeformConv" or node.domain not in _DEFAULT_DOMAINS:
+            if not (_is_onnx_deform_conv(node) or _is_mmcv_deform_conv(node)):
                 new_nodes.append(node)
                 continue
+            node = _onnx_form(node)
             spec = _spec_for(node, types, columns)
             inputs = list(node.input) + [""] * (5 - len(node.input))
             emitter = NodeListEmitter(node.name or f"DeformConv_{lowered}", taken)
@@ -276,6 +393,12 @@ def lower_deform_conv(
     for entry in result.opset_import:
         if entry.domain in _DEFAULT_DOMAINS:
             entry.version = target
+    if not count_custom_deform_conv(result) and not any(
+        n.domain == MMCV_DOMAIN for g in _graphs(result.graph) for n in g.node
+    ):
+        kept = [e for e in result.opset_import if e.domain != MMCV_DOMAIN]
+        del result.opset_import[:]
+        result.opset_import.extend(kept)
     if lowered:
         _complete_output_types(result)
     return result
@@ -316,7 +439,7 @@ def _convert_rest(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
         # domain for the conversion and bring them back afterwards.
         for graph in _graphs(model.graph):
             for node in graph.node:
-                if node.op_type == "DeformConv" and node.domain in _DEFAULT_DOMAINS:
+                if _is_onnx_deform_conv(node):
                     node.domain = "deform_conv2d_onnx_exporter.pending"
         model.opset_import.append(helper.make_opsetid("deform_conv2d_onnx_exporter.pending", 1))
     try:
