@@ -316,3 +316,25 @@ def test_lower_json_and_completion(native: Path, tmp_path: Path) -> None:
         script = cli("completion", shell)
         assert script.returncode == 0, script.stderr
         assert "lower" in script.stdout and "--shape" in script.stdout
+
+
+def test_lower_and_check_a_model_with_external_data(tmp_path: Path) -> None:
+    """The dynamo exporter writes weights to OUT.onnx.data beside the model (the demo's case)."""
+    source = tmp_path / "native.onnx"
+    onnx.save(
+        CASE.onnx_deform_conv(19),
+        source,
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location="native.onnx.data",
+        size_threshold=0,
+    )
+    assert (tmp_path / "native.onnx.data").is_file()
+    out = tmp_path / "lowered.onnx"
+    done = cli("lower", str(source), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    onnx.checker.check_model(onnx.load(out), full_check=True)
+    require_module("openvino")
+    shapes = ["--shape", "x=1,4,7,10", "--shape", "offset=1,18,7,10", "--shape", "mask=1,9,7,10"]
+    done = cli("check", str(out), "--source", str(source), *shapes)
+    assert done.returncode == 0, done.stderr

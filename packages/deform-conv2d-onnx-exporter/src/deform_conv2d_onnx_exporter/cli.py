@@ -106,7 +106,7 @@ def _load(path: str) -> Any:
     import onnx
 
     try:
-        return onnx.load(path, load_external_data=False)
+        return onnx.load(path)  # with its external data (a dynamo export's OUT.onnx.data)
     except Exception as exc:  # onnx raises DecodeError, OSError, ... for unreadable files
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         reason = getattr(exc, "strerror", None) or text
