@@ -393,3 +393,23 @@ def test_interpreter_isolation_switches(
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["flags"][2] is False
     assert list((script_dir / "__pycache__").glob("sibling.*.pyc"))
+
+
+def test_exepy_bat_runs_with_the_interpreter_under_cmd(
+    interpreter_exe: Path, runner: Runner, tmp_path: Path
+) -> None:
+    import shutil
+
+    from exepy import build
+
+    folder = tmp_path / "pc"
+    if interpreter_exe.name == "python.exe" and interpreter_exe.parent.name != "dist":
+        folder.mkdir()
+        shutil.copyfile(interpreter_exe, folder / "python.exe")  # onefile: one file to copy
+    else:
+        shutil.copytree(interpreter_exe.parent, folder)
+    script = b"import sys\nimport helperpkg\nprint(sys.argv[1:], helperpkg.VALUE)\nsys.exit(5)\n"
+    (folder / "tool.bat").write_bytes(build.bat_polyglot(script))
+    done = runner.run(["cmd", "/c", windows_path(folder / "tool.bat"), "one", "two"], {})
+    assert done.returncode == 5, (done.stdout, done.stderr[-2000:])
+    assert done.stdout.strip() == "['one', 'two'] from the exe"

@@ -365,12 +365,141 @@ def bench_build(work: Path, count: int, repeats: int) -> None:
     )
 
 
+# --- 4. exepy's portable interpreter under Wine (issue 23) ----------------------------------
+
+# Standard modules left out of the import test: side effects (a browser, prints, a GUI),
+# no Tcl/Tk in the embeddable runtime, or Wine gaps (WMI).
+SKIP_MODULES = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "pydoc_data"}
+
+
+def bench_interpreter(work: Path, repeats: int, version: str) -> None:
+    """``-c pass`` and 300 standard-module imports: the interpreter exe (onedir, onefile)
+    against the runtime's own python.exe, interleaved, medians, under Wine (natively on
+    Windows)."""
+    for src in ("exepy",):
+        sys.path.insert(0, str(ROOT / "packages" / src / "src"))
+    from exepy import runtime, standalone
+
+    found = runtime.fetch(version)
+    (work / "interp").mkdir()
+    (work / "interp" / "empty.py").write_text("")
+    common = {"cwd": work / "interp", "runtime": found, "interpreter": True, "name": "python"}
+    onedir = standalone.build_standalone(work / "interp" / "dist", Path("empty.py"), **common)
+    onefile = standalone.build_standalone(
+        work / "interp" / "python.exe", Path("empty.py"), onefile=True, **common
+    )
+    launcher: list[str] = []
+    env = clean_env(DISPLAY="")
+    server = None
+    if sys.platform != "win32":
+        wine, server = shutil.which("wine"), shutil.which("wineserver")
+        if wine is None or server is None:
+            print("4. interpreter: skipped (Wine is missing)")
+            return
+        launcher = [wine]
+        env.update(
+            WINEPREFIX=str(work / "prefix"), WINEDEBUG="-all", WINEDLLOVERRIDES="mscoree,mshtml="
+        )
+        (work / "prefix").mkdir()
+        subprocess.run([server, "-p"], env=env, check=True, capture_output=True)
+
+    def run(exe: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*launcher, str(exe), *args],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+    try:
+        # Create the prefix with no pipes open: the services it starts keep their stdio,
+        # and a pipe they hold would never close.
+        subprocess.run(
+            [*launcher, "cmd", "/c", "exit"] if launcher else ["cmd", "/c", "exit"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=300,
+            check=False,
+        )
+        probe = (
+            "import sys, importlib\n"
+            f"skip = {sorted(SKIP_MODULES)!r}\n"
+            "ok = []\n"
+            "for name in sorted(sys.stdlib_module_names):\n"
+            "    if name.startswith('_') or name in skip:\n"
+            "        continue\n"
+            "    try:\n"
+            "        importlib.import_module(name)\n"
+            "    except Exception:\n"
+            "        continue\n"
+            "    ok.append(name)\n"
+            "print(' '.join(ok[:300]))\n"
+        )
+        names = run(found.path / "python.exe", "-c", probe).stdout.split()
+        imports = f"import {', '.join(names)}"
+        programs = {
+            "python.exe (runtime's own)": found.path / "python.exe",
+            "interpreter --onedir": onedir.exe,
+            "interpreter --onefile": onefile.exe,
+        }
+        for exe in programs.values():  # warm up; the onefile one unpacks its runtime
+            if run(exe, "-c", imports).returncode != 0:
+                raise SystemExit(f"embeddedimport bench: {exe} cannot import {len(names)} modules")
+
+        def timer(exe: Path, *args: str) -> Callable[[], float]:
+            def once() -> float:
+                start = time.perf_counter()
+                done = run(exe, *args)
+                if done.returncode != 0:
+                    raise SystemExit(f"embeddedimport bench: {exe} failed: {done.stderr[-300:]}")
+                return time.perf_counter() - start
+
+            return once
+
+        runs = {f"{label}, -c pass": timer(exe, "-c", "pass") for label, exe in programs.items()}
+        runs.update(
+            {
+                f"{label}, {len(names)} imports": timer(exe, "-c", imports)
+                for label, exe in programs.items()
+            }
+        )
+        results = interleave(runs, repeats)
+    finally:
+        if server is not None:
+            subprocess.run([server, "-k"], env=env, check=False)
+    print(f"4. exepy interpreter exe, Python {found.version}, {repeats} interleaved runs, medians")
+    print(f"   {'case':52} {'ms':>8} {'x python.exe':>13}")
+    for kind in ("-c pass", f"{len(names)} imports"):
+        base = median_ms(results[f"python.exe (runtime's own), {kind}"])
+        for label in programs:
+            value = median_ms(results[f"{label}, {kind}"])
+            print(f"   {label + ', ' + kind:52} {value:8.1f} {value / base:12.2f}x")
+    print(
+        f"   sizes: onefile {onefile.size / 1e6:.1f} MB (whole standard library inside); "
+        f"onedir exe {onedir.size / 1e6:.1f} MB + the runtime's binaries"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=11, help="runs per case (default 11)")
     parser.add_argument("--modules", type=int, default=300, help="modules to import")
     parser.add_argument("--build-files", type=int, default=1000, help="files for exepy build")
+    parser.add_argument(
+        "--interpreter",
+        metavar="VERSION",
+        help="only part 4: exepy's interpreter exe for this CPython (e.g. 3.13) under Wine",
+    )
     args = parser.parse_args(argv)
+    if args.interpreter:
+        with tempfile.TemporaryDirectory(prefix="bench-embeddedimport-") as tmp:
+            bench_interpreter(Path(tmp), args.repeats, args.interpreter)
+        return 0
     print(f"Python {sys.version.split()[0]} on {sys.platform}, {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(prefix="bench-embeddedimport-") as tmp:
         work = Path(tmp)
