@@ -8,6 +8,7 @@ to are private copies of the cached ones, so the user's runtimes are left as the
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -327,6 +328,54 @@ def test_runtime_tk_from_an_install_folder(
     monkeypatch.chdir(apps)
     assert main(["build", str(tmp_path / "dist"), "counter.py", "--runtime", fetched.version]) == 0
     _check_counter(display.run([str(tmp_path / "dist" / "counter.exe")]))
+
+
+@pytest.mark.wine
+@pytest.mark.slow
+def test_runtime_tk_from_an_msvc_build(apps: Path, display: Display, tmp_path: Path) -> None:
+    """A real third-party Windows tkinter: Anaconda's MSVC (ucrt) build of Tcl/Tk 8.6 and
+    _tkinter for 3.11, as PyPI's tkinter-embed 3.11.0 repackages it, laid out as a Windows
+    install (its Tcl needs zlib.dll: found through tcl86t.dll's imports)."""
+    download = tmp_path / "download"
+    pip = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(download)]
+    got = subprocess.run(
+        [*pip, "tkinter-embed==3.11.0"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if got.returncode != 0:
+        missing("tkinter-embed 3.11.0 from PyPI", got.stderr.strip()[-300:])
+    import tarfile
+    import zipfile
+
+    with tarfile.open(next(download.glob("tkinter_embed-*.tar.gz"))) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("/data.zip"))
+        handle = tar.extractfile(member)
+        assert handle is not None
+        with zipfile.ZipFile(io.BytesIO(handle.read())) as archive:
+            archive.extractall(tmp_path / "data")
+    data, install = tmp_path / "data" / "cp311", tmp_path / "Python311"
+    (install / "DLLs").mkdir(parents=True)
+    for path in [*data.glob("*.dll"), *data.glob("*.pyd")]:
+        shutil.copy2(path, install / "DLLs" / path.name)
+    shutil.copytree(data / "tcl", install / "tcl")
+    shutil.copytree(data / "tkinter", install / "Lib" / "tkinter")
+    rt = _private_runtime("3.11", tmp_path / "rt")
+    made = tk.install_tk_from(rt, install)
+    names = sorted(p.name for p in made.dlls)
+    assert names == ["_tkinter.pyd", "tcl86t.dll", "tk86t.dll", "zlib.dll"]
+    onedir = _build(apps, rt, tmp_path / "dist", "counter.py")
+    onefile = _build(apps, rt, tmp_path / "counter.exe", "counter.py", onefile=True)
+    # the install's build files (cmake, .lib, sqlite, itcl) stay out of the app
+    assert sorted(p.name for p in (onedir.parent / "tcl").iterdir()) == [
+        "LICENSES",
+        "tcl8",
+        "tcl8.6",
+        "tk8.6",
+    ]
+    _check_counter(display.run([str(onedir)]))
+    _check_counter(display.run([str(onefile)]))
 
 
 @pytest.mark.wine

@@ -8,14 +8,14 @@ with ``_tkinter.pyd`` and the Tcl/Tk DLLs, ``tcl/`` with ``tcl8.6``, ``tk8.6`` a
 the same version. The runtime's own files are untouched, so apps that do not import
 tkinter stay as small as before.
 
-An app whose bundled sources import ``tkinter`` (or ``_tkinter``) gets, from
-:func:`plan`: ``Lib/tkinter`` in its bundle; the DLLs beside the exe (``--onedir``) or in
-the runtime payload (``--onefile``); ``tcl/`` trimmed to what tkinter and ttk need (no
-time zones, message catalogues, demos or demo images), with Tcl's and Tk's licence texts,
-beside the exe (``--onedir``) or zipped in the bundle (``--onefile``). A small bundled
-module, ``_exepy_tk``, imported on the line of ``tkinter/__init__.py`` that imports
-``_tkinter`` (so no line number moves), sets ``TCL_LIBRARY`` to that ``tcl/`` folder
-before Tcl starts; in ``--onefile`` it first unpacks the zip once per user into the
+An app whose bundled sources import ``tkinter`` (or ``_tkinter``) gets, from :func:`plan`:
+``Lib/tkinter`` in its bundle; the DLLs beside the exe (``--onedir``) or in the runtime
+payload (``--onefile``); ``tcl/`` trimmed to what tkinter and ttk need (``tcl8.6``,
+``tk8.6`` and ``tcl8`` without time zones, message catalogues or demos), with Tcl's and
+Tk's licence texts, beside the exe (``--onedir``) or zipped in the bundle (``--onefile``).
+A small bundled module, ``_exepy_tk``, imported on the line of ``tkinter/__init__.py``
+that imports ``_tkinter`` (so no line number moves), sets ``TCL_LIBRARY`` to that ``tcl/``
+folder before Tcl starts; in ``--onefile`` it first unpacks the zip once per user into the
 runtime's cache folder (``%LOCALAPPDATA%\\exepy\\runtimes\\<key>\\tcl``, a temporary
 folder renamed into place), checked at each start by a stamp and a few files' sizes.
 """
@@ -56,17 +56,10 @@ _MANIFEST = "exepy-tk.json"
 _HOOK = "_exepy_tk"
 _TCL_ZIP = "_exepy_tk.tcl.zip"
 _STAMP = "exepy-tcl.txt"
-_TRIMMED = (
-    "tcl8.6/tzdata",
-    "tcl8.6/msgs",
-    "tk8.6/demos",
-    "tk8.6/images",
-    "tk8.6/msgs",
-    "dde1.4",
-    "reg1.3",
-    "tix8.4.3",
-)
-"""Left out of ``tcl/`` unless asked: tkinter and ttk read none of them."""
+_KEPT = ("tcl8.6", "tk8.6", "tcl8")
+"""The folders of ``tcl/`` an app gets by default (not dde, reg, tix, itcl, sqlite...)."""
+_TRIMMED = ("tcl8.6/tzdata", "tcl8.6/msgs", "tk8.6/demos", "tk8.6/images", "tk8.6/msgs")
+"""Left out of those unless asked: tkinter and ttk read none of them."""
 # Checked at each start of a --onefile app: the scripts Tcl, Tk and ttk load first.
 _KEY_FILES = ("tcl8.6/init.tcl", "tk8.6/tk.tcl", "tk8.6/ttk/ttk.tcl")
 
@@ -104,7 +97,10 @@ class TkRuntime:
             relative = path.relative_to(self.tcl).as_posix()
             if not path.is_file() or path.suffix.lower() in (".lib", ".a"):
                 continue
-            if not full and any(relative.startswith(f"{cut}/") for cut in _TRIMMED):
+            if not full and (
+                relative.split("/")[0] not in _KEPT
+                or any(relative.startswith(f"{cut}/") for cut in _TRIMMED)
+            ):
                 continue
             found.append((relative, path))
         for licence in sorted((self.folder / "LICENSES").glob("*")):
@@ -208,14 +204,18 @@ def install_tk_from(runtime: Runtime, install: Path) -> TkRuntime:
     def fill(staging: Path) -> str:
         pyd = install / "DLLs" / "_tkinter.pyd"
         (staging / "DLLs").mkdir()
-        shutil.copy2(pyd, staging / "DLLs" / pyd.name)
+        # _tkinter.pyd and the DLLs it loads, directly or through Tcl (zlib), that the
+        # install has and the runtime has not (python3XY.dll and vcruntime140.dll it has).
         present = {p.name.lower(): p for p in (install / "DLLs").iterdir()}
-        for name in _pe_imports(pyd):
-            if name in present and re.match(r"^(tcl|tk|zlib)", name):
-                shutil.copy2(present[name], staging / "DLLs" / present[name].name)
-        # The Tcl/Tk DLLs' own dependencies that such installs ship (zlib1.dll in some).
-        if "zlib1.dll" in present:
-            shutil.copy2(present["zlib1.dll"], staging / "DLLs" / "zlib1.dll")
+        own = {p.name.lower() for p in runtime.path.iterdir()}
+        todo, done = [pyd], set()
+        while todo:
+            path = todo.pop()
+            shutil.copy2(path, staging / "DLLs" / path.name)
+            done.add(path.name.lower())
+            for name in _pe_imports(path):
+                if name in present and name not in own and name not in done:
+                    todo.append(present[name])
         if not (install / "tcl").is_dir():
             raise TkError(f"{install} has no tcl folder (Tcl/Tk's script library)")
         shutil.copytree(
@@ -229,8 +229,8 @@ def install_tk_from(runtime: Runtime, install: Path) -> TkRuntime:
         licences = staging / "LICENSES"
         licences.mkdir()
         for found in sorted((install / "tcl").rglob("license.terms")):
-            target = licences / f"{found.parent.name}.license.terms"
-            shutil.copy2(found, target)
+            where = found.parent.relative_to(install / "tcl").as_posix().replace("/", "-")
+            shutil.copy2(found, licences / f"{where}.license.terms")
         if (install / "LICENSE.txt").is_file():
             shutil.copy2(install / "LICENSE.txt", licences / "python.LICENSE.txt")
         return f"--from {install}"
