@@ -8,7 +8,6 @@ constraint is what makes a lock exclusive, even between workers racing each othe
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime
 import os
 import shutil
@@ -16,49 +15,33 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING
 
+from lfs_server.lockbase import (
+    LOCK_COLUMNS,
+    DatabaseUnavailable,
+    Lock,
+    LockExists,
+    LockStore,
+)
 from lfs_server.sqlitewal import use_wal
 
 if TYPE_CHECKING:
     from lfs_server.config import Config
     from lfs_server.pgdb import PgLockDB
 
-# The lock table's columns after its id, alike in SQLite and PostgreSQL (pgdb.py): both
-# stores answer `LockStore.find`'s one SELECT.
-LOCK_COLUMNS = """
-    repo TEXT NOT NULL,
-    path TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    locked_at TEXT NOT NULL,
-    ref TEXT,
-    UNIQUE (repo, path)
-"""
+__all__ = [
+    "LOCK_COLUMNS",
+    "DatabaseUnavailable",
+    "Lock",
+    "LockDB",
+    "LockExists",
+    "LockStore",
+    "classify_db_error",
+    "open_lock_db",
+]
+
 _SCHEMA = f"CREATE TABLE IF NOT EXISTS locks (id INTEGER PRIMARY KEY AUTOINCREMENT,{LOCK_COLUMNS});"
-
-
-@dataclasses.dataclass(frozen=True)
-class Lock:
-    """One lock, as the API returns it."""
-
-    id: int
-    repo: str
-    path: str
-    owner: str
-    locked_at: str
-
-    def to_json(self) -> dict[str, object]:
-        """The lock object of the locking API."""
-        return {
-            "id": str(self.id),
-            "path": self.path,
-            "locked_at": self.locked_at,
-            "owner": {"name": self.owner},
-        }
-
-
-class DatabaseUnavailable(Exception):
-    """The lock/user database cannot be reached; nothing was changed (message is safe to show)."""
 
 
 def open_lock_db(config: Config) -> LockDB | PgLockDB:
@@ -70,16 +53,6 @@ def open_lock_db(config: Config) -> LockDB | PgLockDB:
     return LockDB(config.locks_path, busy_timeout=config.db_busy_timeout)
 
 
-class LockExists(Exception):
-    """Creating a lock failed because *lock* already holds the path."""
-
-    def __init__(self, lock: Lock) -> None:
-        super().__init__(f"{lock.path} is already locked by {lock.owner}")
-        self.lock = lock
-
-
-# Below this much free space an SQLite I/O error is taken for a full disk: SQLite reports
-# a full tmpfs as SQLITE_IOERR_SHMSIZE or _WRITE rather than SQLITE_FULL.
 _NEARLY_FULL = 1 << 20
 
 
@@ -96,51 +69,6 @@ def classify_db_error(exc: sqlite3.Error, db_path: Path) -> str | None:
             if shutil.disk_usage(db_path.parent).free < _NEARLY_FULL:
                 return "full"
     return None
-
-
-class LockStore:
-    """What the SQLite and PostgreSQL lock stores share: listing locks with one query.
-
-    A store names its lock table and its driver's placeholder (``?`` for sqlite3, ``%s``
-    for psycopg) and runs a SELECT in `_select`; `find` and `get` are written once here,
-    so the two stores filter (path, id, cursor, limit) alike.
-    """
-
-    _table: ClassVar[Literal["locks", "lfs_locks"]]
-    _mark: ClassVar[Literal["?", "%s"]]
-
-    def _select(self, sql: str, args: list[object]) -> list[Lock]:
-        raise NotImplementedError
-
-    def find(
-        self,
-        repo: str,
-        *,
-        path: str | None = None,
-        lock_id: int | None = None,
-        cursor: int = 0,
-        limit: int = 100,
-    ) -> list[Lock]:
-        """Locks of *repo* (optionally one path or id) with id >= cursor, oldest first."""
-        mark = self._mark
-        # Only the fixed table names and placeholders above are spliced in; values are bound.
-        sql = f"SELECT id, repo, path, owner, locked_at FROM {self._table} WHERE repo = {mark}"  # noqa: S608
-        sql += f" AND id >= {mark}"
-        args: list[object] = [repo, cursor]
-        if path is not None:
-            sql += f" AND path = {mark}"
-            args.append(path)
-        if lock_id is not None:
-            sql += f" AND id = {mark}"
-            args.append(lock_id)
-        sql += f" ORDER BY id LIMIT {mark}"
-        args.append(limit)
-        return self._select(sql, args)
-
-    def get(self, repo: str, lock_id: int) -> Lock | None:
-        """The lock with *lock_id* in *repo*, or None."""
-        found = self.find(repo, lock_id=lock_id, limit=1)
-        return found[0] if found else None
 
 
 class LockDB(LockStore):

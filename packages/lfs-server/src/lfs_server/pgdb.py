@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lfs_server.locks import LOCK_COLUMNS, DatabaseUnavailable, Lock, LockExists, LockStore
-from lfs_server.users import User, UserDB
+from lfs_server.lockbase import LOCK_COLUMNS, DatabaseUnavailable, Lock, LockExists, LockStore
+from lfs_server.userbase import User, UserDB
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS lfs_locks (id BIGSERIAL PRIMARY KEY,{LOCK_COLUMNS});

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from lfs_server.storage import (
+from lfs_server.storebase import (
     CHUNK,
     StoredObject,
     StoreUnavailable,
