@@ -38,6 +38,8 @@ class Sshd:
     data: Path
     git_root: Path
     proc: subprocess.Popen[bytes]
+    # Every key refuses git-lfs-transfer: git-lfs uses git-lfs-authenticate + HTTP.
+    fallback: bool = False
 
     def key(self, name: str) -> Path:
         return self.root / f"key-{name}"
@@ -165,7 +167,8 @@ def running_sshd(
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)
     log = open(root / "sshd.log", "wb")  # noqa: SIM115 (closed below)
     proc = subprocess.Popen([sshd_bin, "-D", "-e", "-f", str(config)], stdout=log, stderr=log)
-    server = Sshd(root, port, data, git_root, proc)
+    fallback = all("--no-transfer" in options for options in keys.values())
+    server = Sshd(root, port, data, git_root, proc, fallback)
     try:
         deadline = time.monotonic() + 30
         while True:

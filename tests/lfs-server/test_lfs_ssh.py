@@ -45,6 +45,34 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
         shutil.rmtree(data, ignore_errors=True)
 
 
+@pytest.fixture(scope="module")
+def http_and_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Sshd]]:
+    """The HTTP server (nginx + gunicorn) and an sshd whose keys refuse git-lfs-transfer."""
+    server = start_server()
+    keys = {name: [*opts, "--no-transfer", "--url", server.url] for name, opts in KEYS.items()}
+    try:
+        with running_sshd(
+            tmp_path_factory.mktemp("sshd-auth"), server.data, keys, users=False
+        ) as s:
+            yield server, s
+    finally:
+        status = server.stop()
+        log = server.log_text()
+        shutil.rmtree(server.data, ignore_errors=True)
+        assert status == 0, log
+
+
+@pytest.fixture(params=["transfer", "authenticate"])
+def remote(request: pytest.FixtureRequest) -> Sshd:
+    """The sshd git-lfs talks to: over the pure SSH protocol, or through keys that refuse
+    git-lfs-transfer, so git-lfs falls back to git-lfs-authenticate and the HTTP API."""
+    if request.param == "transfer":
+        found: Sshd = request.getfixturevalue("sshd")
+        return found
+    pair: tuple[Server, Sshd] = request.getfixturevalue("http_and_sshd")
+    return pair[1]
+
+
 def new_work(g: GitEnv, root: Path, sshd: Sshd, repo: str, files: dict[str, bytes]) -> Path:
     """A work tree tracking *.bin in LFS, with *files* committed and `origin` at *repo*."""
     work = root / "work"
@@ -59,16 +87,22 @@ def new_work(g: GitEnv, root: Path, sshd: Sshd, repo: str, files: dict[str, byte
     return work
 
 
-def test_push_and_fresh_clone_over_pure_ssh(sshd: Sshd, tmp_path: Path) -> None:
+def test_push_and_fresh_clone(remote: Sshd, tmp_path: Path) -> None:
+    sshd = remote
     bare = sshd.make_bare("team/game")
     alice = ssh_git_env(tmp_path, sshd, "alice")
     files = {f"asset{i}.bin": os.urandom(40_000 + i * 7919) for i in range(3)}
     files["sub/big.bin"] = os.urandom(3 << 20)
     work = new_work(alice, tmp_path, sshd, "team/game", files)
     pushed = alice.git("push", "origin", "main", cwd=work, env={"GIT_TRACE": "1"})
-    # git-lfs spoke the pure protocol: no HTTP endpoint exists here to fall back to.
     assert "git-lfs-transfer /team/game.git upload" in pushed.stderr
-    assert "git-lfs-authenticate" not in pushed.stderr
+    if sshd.fallback:
+        assert "git-lfs-authenticate /team/game.git upload" in pushed.stderr
+        access = (sshd.data / "run/nginx-access.log").read_text()
+        assert "/team/game.git/info/lfs/objects/batch" in access
+    else:
+        # git-lfs spoke the pure protocol: no HTTP endpoint exists here to fall back to.
+        assert "git-lfs-authenticate" not in pushed.stderr
     for data in files.values():
         assert stored(sshd.data, "team/game", sha(data)).read_bytes() == data
     assert (bare / "refs/heads/main").is_file()
@@ -84,10 +118,11 @@ def test_push_and_fresh_clone_over_pure_ssh(sshd: Sshd, tmp_path: Path) -> None:
     alice.git("add", "notes.txt", cwd=work)
     alice.git("commit", "-m", "notes", cwd=work)
     again = alice.git("push", "origin", "main", cwd=work, env={"GIT_TRACE": "1"})
-    assert "put-object" not in again.stderr
+    assert "put-object" not in again.stderr and "/upload/" not in again.stderr
 
 
-def test_lock_and_unlock_over_pure_ssh(sshd: Sshd, tmp_path: Path) -> None:
+def test_lock_and_unlock(remote: Sshd, tmp_path: Path) -> None:
+    sshd = remote
     sshd.make_bare("team/locks")
     alice = ssh_git_env(tmp_path, sshd, "alice")
     work = new_work(alice, tmp_path, sshd, "team/locks", {"art.bin": b"layer\n" * 100})
@@ -118,14 +153,16 @@ def test_lock_and_unlock_over_pure_ssh(sshd: Sshd, tmp_path: Path) -> None:
     assert db.find("team/locks") == []
 
 
-def test_unknown_user_is_refused(sshd: Sshd, tmp_path: Path) -> None:
+def test_unknown_user_is_refused(remote: Sshd, tmp_path: Path) -> None:
+    sshd = remote
     sshd.make_bare("team/secret")
     mallory = ssh_git_env(tmp_path, sshd, "mallory")
     result = mallory.git("clone", sshd.url("team/secret"), str(tmp_path / "c"), check=False)
     assert result.returncode != 0
     assert "'mallory' is not an lfs-server user" in result.stderr, result.stderr
     # Every command of the key is refused the same way, git-lfs's included.
-    answer = sshd.ssh("mallory", "git-lfs-transfer /team/secret.git download")
+    command = "git-lfs-authenticate" if sshd.fallback else "git-lfs-transfer"
+    answer = sshd.ssh("mallory", f"{command} /team/secret.git download")
     assert answer.returncode == 1 and b"not an lfs-server user" in answer.stderr
     assert answer.stdout == b""
 
@@ -142,7 +179,8 @@ def test_commands_other_than_git_and_lfs_are_refused(sshd: Sshd) -> None:
     assert answer.returncode == 1 and b"is not allowed" in answer.stderr, answer.stderr
 
 
-def test_grants_refuse_push_and_clone(sshd: Sshd, tmp_path: Path) -> None:
+def test_grants_refuse_push_and_clone(remote: Sshd, tmp_path: Path) -> None:
+    sshd = remote
     bare = sshd.make_bare("team/readonly")
     reader = ssh_git_env(tmp_path, sshd, "reader")
     data = os.urandom(10_000)
@@ -161,7 +199,8 @@ def test_grants_refuse_push_and_clone(sshd: Sshd, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", ["hash", "size"])
-def test_wrong_object_is_refused_and_push_fails(sshd: Sshd, tmp_path: Path, damage: str) -> None:
+def test_wrong_object_is_refused_and_push_fails(remote: Sshd, tmp_path: Path, damage: str) -> None:
+    sshd = remote
     repo = f"team/damaged-{damage}"
     bare = sshd.make_bare(repo)
     alice = ssh_git_env(tmp_path, sshd, "alice")
@@ -318,23 +357,6 @@ def test_protocol_malformed_packet_ends_the_session(sshd: Sshd) -> None:
 # Only git-lfs-authenticate: git-lfs falls back to the HTTP API -----------------------------
 
 
-@pytest.fixture(scope="module")
-def http_and_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Sshd]]:
-    """The HTTP server (nginx + gunicorn) and an sshd whose keys refuse git-lfs-transfer."""
-    server = start_server()
-    keys = {name: [*opts, "--no-transfer", "--url", server.url] for name, opts in KEYS.items()}
-    try:
-        with running_sshd(
-            tmp_path_factory.mktemp("sshd-auth"), server.data, keys, users=False
-        ) as s:
-            yield server, s
-    finally:
-        status = server.stop()
-        log = server.log_text()
-        shutil.rmtree(server.data, ignore_errors=True)
-        assert status == 0, log
-
-
 def test_authenticate_prints_http_credentials(http_and_sshd: tuple[Server, Sshd]) -> None:
     server, sshd = http_and_sshd
     refused = sshd.ssh("alice", "git-lfs-transfer /team/auth.git upload")
@@ -367,35 +389,6 @@ def test_authenticate_prints_http_credentials(http_and_sshd: tuple[Server, Sshd]
     denied = sshd.ssh("reader", "git-lfs-authenticate /team/auth.git upload")
     assert denied.returncode == 1 and denied.stdout == b""
     assert b"write access is needed" in denied.stderr
-
-
-def test_push_clone_and_locks_with_authenticate_only(
-    http_and_sshd: tuple[Server, Sshd], tmp_path: Path
-) -> None:
-    server, sshd = http_and_sshd
-    bare = sshd.make_bare("team/fallback")
-    alice = ssh_git_env(tmp_path, sshd, "alice")
-    files = {"a.bin": os.urandom(120_000), "big.bin": os.urandom(2 << 20)}
-    work = new_work(alice, tmp_path, sshd, "team/fallback", files)
-    pushed = alice.git("push", "origin", "main", cwd=work, env={"GIT_TRACE": "1"})
-    assert "git-lfs-authenticate /team/fallback.git upload" in pushed.stderr
-    for data in files.values():
-        assert stored(server.data, "team/fallback", sha(data)).read_bytes() == data
-    assert (bare / "refs/heads/main").is_file()
-    access = (server.data / "run/nginx-access.log").read_text()
-    assert "/team/fallback.git/info/lfs/objects/batch" in access
-
-    reader = ssh_git_env(tmp_path, sshd, "reader")
-    clone = tmp_path / "clone"
-    reader.git("clone", sshd.url("team/fallback"), str(clone))
-    for name, data in files.items():
-        assert (clone / name).read_bytes() == data, name
-
-    alice.git("lfs", "lock", "a.bin", cwd=work)
-    listing = reader.git("lfs", "locks", cwd=clone)
-    assert "a.bin" in listing.stdout and "alice" in listing.stdout, listing.stdout
-    alice.git("lfs", "unlock", "a.bin", cwd=work)
-    assert reader.git("lfs", "locks", cwd=clone).stdout.strip() == ""
 
 
 # The other stores: objects in S3 (Ceph RGW), locks and users in PostgreSQL ------------------
