@@ -485,3 +485,40 @@ def test_protocol_applies_the_servers_limits(tmp_path: Path) -> None:
             assert not stored(data, "team/present", sha(big)).exists()
     finally:
         shutil.rmtree(data, ignore_errors=True)
+
+
+def test_protocol_lock_commands(sshd: Sshd) -> None:
+    repo = "team/raw-locks"
+    lock = pkt("lock") + pkt("path=art/a b.psd") + pkt("refname=refs/heads/main") + FLUSH
+    answer, packets = session(sshd, "alice", "upload", lock, lock, repo=repo)
+    assert statuses(packets) == ["status 200", "status 201", "status 409"]
+    lock_id = next(p for p in packets if isinstance(p, bytes) and p.startswith(b"id="))
+    lock_id = lock_id.decode().strip()[3:]
+    assert b"path=art/a b.psd\n" in packets and b"ownername=alice\n" in packets
+    assert b"already locked by alice" in answer.stdout
+
+    listing = pkt("list-lock") + pkt("path=art/a b.psd") + FLUSH
+    verify = pkt("list-locks") + FLUSH
+    unlock = pkt(f"unlock {lock_id}") + FLUSH
+    answer, packets = session(sshd, "bob", "upload", listing, verify, unlock, repo=repo)
+    assert statuses(packets) == ["status 200", "status 200", "status 200", "status 403"]
+    assert packets.count(f"lock {lock_id}\n".encode()) == 2
+    assert packets.count(f"path {lock_id} art/a b.psd\n".encode()) == 2
+    assert packets.count(f"owner {lock_id} theirs\n".encode()) == 2
+    assert b"locked by alice; only they can unlock it" in answer.stdout
+
+    # A reader may list but not lock; unknown ids are 404; the owner unlocks.
+    answer, packets = session(sshd, "reader", "download", pkt("list-lock") + FLUSH, lock, repo=repo)
+    assert statuses(packets) == ["status 200", "status 200", "status 403"]
+    answer, packets = session(
+        sshd,
+        "alice",
+        "upload",
+        pkt("unlock 999999") + FLUSH,
+        unlock,
+        pkt("list-lock") + FLUSH,
+        repo=repo,
+    )
+    assert statuses(packets) == ["status 200", "status 404", "status 200", "status 200"]
+    assert f"lock {lock_id}\n".encode() not in packets
+    assert LockDB(sshd.data / "locks.sqlite3").find(repo) == []
