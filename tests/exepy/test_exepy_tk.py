@@ -94,6 +94,16 @@ class Display:
     env: dict[str, str]
     local_app_data: Path
 
+    def start(self, args: list[str]) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [self.env["EXEPY_TEST_WINE"], *args],
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
     def run(self, args: list[str]) -> subprocess.CompletedProcess[str]:
         # Pipes, not files: Windows CPython under Wine 8 dies with a regular file as stdio.
         return subprocess.run(
@@ -145,6 +155,8 @@ def display(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Display]:
         subprocess.run([server, "-k"], env=env, check=False, timeout=60)
         x.terminate()
         x.wait(timeout=30)
+        if x.stdout is not None:
+            x.stdout.close()
 
 
 def _private_runtime(version: str, folder: Path) -> runtime.Runtime:
@@ -260,6 +272,24 @@ def test_onefile_counter_and_picture_unpack_tcl_once(
     _check_counter(display.run([str(counter)]))
     assert (tcl / "tk8.6" / "tk.tcl").stat().st_size > 1000
     assert not list(tcl.parent.glob("tcl.*"))
+
+
+@pytest.mark.wine
+@pytest.mark.slow
+def test_onefile_first_runs_at_once(
+    apps: Path, tk_runtime: runtime.Runtime, display: Display, tmp_path: Path
+) -> None:
+    exe = _build(apps, tk_runtime, tmp_path / "counter.exe", "counter.py", onefile=True)
+    _check_counter(display.run([str(exe)]))  # the runtime's DLLs are unpacked now
+    for tcl in _tcl_caches(display):
+        shutil.rmtree(tcl)
+    started = [display.start([str(exe)]) for _ in range(2)]
+    for proc in started:
+        out, err = proc.communicate(timeout=180)
+        _check_counter(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    found = _tcl_caches(display)
+    assert len(found) == 1 and (found[0] / "tk8.6" / "tk.tcl").is_file()
+    assert not list(found[0].parent.glob("tcl.*")), "a staging folder was left behind"
 
 
 @pytest.mark.wine
