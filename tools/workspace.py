@@ -63,6 +63,8 @@ SYSTEM_PACKAGES = {
     "openssh-client": "ssh",
     # tkinter apps under Wine need a display
     "xvfb": "xvfb-run",
+    # exepy builds Tcl/Tk for Windows from Debian's sources (exepy.tkbuild)
+    "make": "make",
 }
 # Where `wine64` lives on Debian when it is not on PATH.
 EXTRA_PATH = ["/usr/lib/wine", "/usr/sbin"]
