@@ -230,6 +230,7 @@ def tkinter_exe(work: Path) -> str:
         subprocess.run([server, "-k"], env=env, check=False, timeout=60)
         x.terminate()
         x.wait(timeout=30)
+        x.stdout.close()
     out = ran.stdout.decode("utf-8", "replace").strip()
     if ran.returncode != 0 or not out.startswith("counter: 5 clicks"):
         raise RuntimeError(
