@@ -28,6 +28,7 @@ from lfs_server.storage import (
     StoreUnavailable,
     UnsafeStorePath,
     VerifyError,
+    open_regular,
     open_store,
 )
 from lfs_server.users import level_rank
@@ -417,7 +418,11 @@ class Session:
     @contextlib.contextmanager
     def _open_object(self, oid: str) -> Iterator[BinaryIO]:
         if isinstance(self.store, Store):
-            with open(self.store.object_path(self.repo, oid), "rb") as fh:
+            try:  # never a link planted in the store (stored_size checked; this holds it)
+                fd = open_regular(self.store.object_path(self.repo, oid))
+            except VerifyError as exc:
+                raise ApiError(403, f"refused: object {oid} in the store: {exc}") from None
+            with open(fd, "rb") as fh:
                 yield fh
             return
         answer = self.store.open_object(self.repo, oid)  # type: ignore[attr-defined]
