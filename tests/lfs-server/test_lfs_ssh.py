@@ -522,3 +522,56 @@ def test_protocol_lock_commands(sshd: Sshd) -> None:
     assert statuses(packets) == ["status 200", "status 404", "status 200", "status 200"]
     assert f"lock {lock_id}\n".encode() not in packets
     assert LockDB(sshd.data / "locks.sqlite3").find(repo) == []
+
+
+def test_authenticate_tokens_in_the_http_api(tmp_path: Path) -> None:
+    """The HTTP side of git-lfs-authenticate's tokens, in-process (Flask's test client)."""
+    from lfs_server.app import create_app
+    from lfs_server.config import Config
+    from lfs_server.ssh import issue_api_token
+    from lfs_server.users import UserDB
+
+    data = tmp_path / "data"
+    users = UserDB(data / "users.json")
+    users.add("alice", "pw", {"team/*": "write"})
+    users.add("reader", "pw", {"*": "read"})
+    users.save()
+    app = create_app(Config(data_dir=data, body_mode="stream"))
+    signer = app.extensions["lfs"].signer
+    client = app.test_client()
+
+    def batch(token: str, operation: str, repo: str = "team/x") -> int:
+        body = {"operation": operation, "objects": [{"oid": "a" * 64, "size": 1}]}
+        headers = {"Authorization": f"Bearer {token}"}
+        answer = client.post(f"/{repo}.git/info/lfs/objects/batch", json=body, headers=headers)
+        return answer.status_code
+
+    soon = int(time.time()) + 60
+    upload = issue_api_token(signer, "team/x", "upload", "alice", soon)
+    download = issue_api_token(signer, "team/x", "download", "reader", soon)
+    assert batch(upload, "upload") == 200
+    assert batch(upload, "download") == 200  # an upload token reads too
+    assert batch(download, "download") == 200
+    assert batch(download, "upload") == 401  # a download token does not write
+    assert batch(upload, "upload", "team/y") == 401  # bound to its repository
+    assert batch("1.YQ.00", "download") == 401
+    stale = issue_api_token(signer, "team/x", "upload", "alice", int(time.time()) - 1)
+    answer = client.post(
+        "/team/x.git/info/lfs/objects/batch",
+        json={"operation": "upload", "objects": []},
+        headers={"Authorization": f"Bearer {stale}"},
+    )
+    assert answer.status_code == 401 and "expired" in answer.get_json()["message"]
+    # The user's grant now, not at the time the token was printed, decides.
+    users.users["alice"].permissions = {"team/*": "read"}
+    users.save()
+    later = time.time() + 10
+    os.utime(data / "users.json", (later, later))
+    assert batch(upload, "upload") == 403
+    # With anonymous reads on, a Bearer that is no SSH token still reads, as before.
+    anonymous = create_app(Config(data_dir=data, body_mode="stream", anonymous_read=True))
+    body = {"operation": "download", "objects": [{"oid": "a" * 64, "size": 1}]}
+    answer = anonymous.test_client().post(
+        "/team/x.git/info/lfs/objects/batch", json=body, headers={"Authorization": "Bearer x"}
+    )
+    assert answer.status_code == 200

@@ -270,6 +270,9 @@ def authorize(repo: str, needed: str) -> str:
         try:
             name = api_token_user(svc.signer, token or "", repo, needed)
         except TokenError as exc:
+            if needed == "read" and svc.config.anonymous_read:
+                g.user = ""  # as before SSH tokens: any other Bearer reads anonymously
+                return ""
             raise ApiError(401, str(exc)) from None
     else:
         name, password = creds
