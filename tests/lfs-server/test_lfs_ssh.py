@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 import requests
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from lfs_engines import Ceph, Postgres
 from lfs_server.locks import LockDB
 from lfs_sshlib import KEYS, Sshd, running_sshd, ssh_git_env
@@ -575,3 +577,103 @@ def test_authenticate_tokens_in_the_http_api(tmp_path: Path) -> None:
         "/team/x.git/info/lfs/objects/batch", json=body, headers={"Authorization": "Bearer x"}
     )
     assert answer.status_code == 200
+
+
+# Hostile input, in-process: any bytes get a status, never a 500, never a partial object ---
+
+_FUZZ_OBJECT = b"fuzzed object\n"
+_WORDS = [
+    "batch",
+    "put-object",
+    "get-object",
+    "verify-object",
+    "lock",
+    "list-lock",
+    "list-locks",
+    "unlock",
+    "version 1",
+    "version 2",
+    "quit",
+    "frobnicate",
+    "",
+]
+
+
+@st.composite
+def _fuzz_request(draw: st.DrawFn) -> bytes:
+    oid = draw(st.sampled_from([sha(_FUZZ_OBJECT), "0" * 64, "xyz", ""]))
+    command = draw(st.sampled_from(_WORDS))
+    if command.endswith("-object") or command == "unlock":
+        command += " " + draw(st.sampled_from([oid, "1", "999", "-1", "\u00e9"]))
+    args = draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    f"size={len(_FUZZ_OBJECT)}",
+                    "size=1",
+                    "size=-3",
+                    "size=99999999999999999999",
+                    "path=a.bin",
+                    "path=../x",
+                    "path=",
+                    "force=true",
+                    "force=maybe",
+                    "limit=0",
+                    "limit=2",
+                    "cursor=x",
+                    "id=1",
+                    "hash-algo=md5",
+                    "noequals",
+                ]
+            ),
+            max_size=4,
+        )
+    )
+    out = pkt(command) + b"".join(pkt(a) for a in args)
+    if draw(st.booleans()):
+        out += DELIM
+        body = draw(
+            st.sampled_from(
+                [
+                    _FUZZ_OBJECT,
+                    _FUZZ_OBJECT[:-1],
+                    _FUZZ_OBJECT + b"!",
+                    f"{oid} {len(_FUZZ_OBJECT)}\n".encode(),
+                    b"",
+                ]
+            )
+        )
+        out += pkt(body) if body else b""
+    return out + (FLUSH if draw(st.integers(0, 9)) else b"")
+
+
+@given(
+    requests_=st.lists(_fuzz_request(), max_size=6),
+    tail=st.binary(max_size=12),
+    operation=st.sampled_from(["upload", "download"]),
+)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_protocol_fuzz_never_fails_badly(
+    requests_: list[bytes], tail: bytes, operation: str
+) -> None:
+    import io
+    import tempfile
+
+    from lfs_server.config import Config
+    from lfs_server.sshtransfer import serve
+
+    with tempfile.TemporaryDirectory() as scratch:
+        config = Config(data_dir=Path(scratch))
+        stdin = io.BytesIO(pkt("version 1") + FLUSH + b"".join(requests_) + tail)
+        stdout = io.BytesIO()
+        status = serve(config, "alice", "write", "team/fuzz", operation, stdin, stdout)
+        assert status in (0, 1)
+        answers = statuses(parse_packets(stdout.getvalue()))
+        assert answers and answers[0] == "status 200", answers
+        assert not any(a.startswith("status 5") for a in answers), answers
+        assert not (config.run_dir / "ssh-errors.log").exists()
+        for path in config.repos_dir.rglob("*"):
+            if path.is_file():  # the one valid object, or nothing
+                assert path.name == sha(_FUZZ_OBJECT) and path.read_bytes() == _FUZZ_OBJECT
+        leftovers = list((config.tmp_dir).glob("upload-*"))
+        assert leftovers == [], leftovers
