@@ -373,6 +373,12 @@ def test_interpreter_command_line_forms(
     assert (done.returncode, done.stderr.strip()) == (1, "bye")
     done = run("--version")
     assert done.returncode == 0 and done.stdout.startswith("Python 3."), done.stderr
+    # Not frozen: multiprocessing's own "-c ... --multiprocessing-fork" children just work.
+    pool = (
+        "import multiprocessing as mp\nwith mp.Pool(2) as p: print(sum(p.map(abs, range(-3, 3))))"
+    )
+    done = run("-c", pool)
+    assert (done.returncode, done.stdout.strip()) == (0, "9"), done.stderr[-2000:]
     done = run("-Z")
     assert done.returncode == 2 and "-Z" in done.stderr
 

@@ -401,7 +401,9 @@ def bench_interpreter(work: Path, repeats: int, version: str) -> None:
             WINEPREFIX=str(work / "prefix"), WINEDEBUG="-all", WINEDLLOVERRIDES="mscoree,mshtml="
         )
         (work / "prefix").mkdir()
-        subprocess.run([server, "-p"], env=env, check=True, capture_output=True)
+        # No pipes: the persistent server would hold them open.
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        subprocess.run([server, "-p"], env=env, check=True, **quiet)  # type: ignore[call-overload]
 
     def run(exe: Path, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
