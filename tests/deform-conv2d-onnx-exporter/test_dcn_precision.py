@@ -80,3 +80,30 @@ def test_large_offsets_against_float64(
     assert error <= bound * torch_error, (
         f"{runtime}: max abs error {error:.3g} vs float64, torch float32's own {torch_error:.3g}"
     )
+
+
+@pytest.mark.parametrize(("opset", "dynamo"), [(13, False), (16, False), (18, True)])
+def test_a_half_module_exports_float16_graphs(opset: int, dynamo: bool, runtime: str) -> None:
+    """The README's float16 advice: export the ``.half()`` module (both variants, both
+    exporters); the graph is float16 end to end and within float16's rounding of float32."""
+    import onnx
+    from dcn_support import CASES
+    from deform_conv2d_onnx_exporter import export
+
+    case = CASES[0]
+    module = case.torch_module().half()
+    args = tuple(a.half() for a in case.example_args())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = export(
+            module, args, opset_version=opset, decompose=True, dynamo=dynamo,
+            input_names=case.input_names(),
+        )  # fmt: skip
+    onnx.checker.check_model(model, full_check=True)
+    assert model.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+    feeds = case.inputs()
+    want = case.reference(feeds)  # float32 torchvision
+    got = run_model(runtime, model, {k: v.astype(np.float16) for k, v in feeds.items()})
+    assert got.dtype == np.float16
+    # float16 has 11 significant bits: ~1e-3 relative per rounding on outputs of ~1-10.
+    assert float(np.abs(got.astype(np.float32) - want).max()) <= 1e-2 * np.abs(want).max()
