@@ -6,15 +6,10 @@ stays fast): :class:`ResourceEditor`, :class:`PEError`, :func:`build_exe`.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-try:
-    __version__: str = version("exepy")
-except PackageNotFoundError:  # running from a source tree or a bundle without metadata
-    __version__ = "0.0.0"
-
 if TYPE_CHECKING:
+    __version__: str
     from exepy.build import build_exe
     from exepy.editor import PEError, ResourceEditor
 
@@ -24,6 +19,13 @@ _LAZY = {"ResourceEditor": "exepy.editor", "PEError": "exepy.editor", "build_exe
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # read on demand: importlib.metadata costs ~40 ms at start-up
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("exepy")
+        except PackageNotFoundError:  # a source tree or a bundle without metadata
+            return "0.0.0"
     if name in _LAZY:
         import importlib
 
