@@ -464,6 +464,15 @@ def test_app_importing_tkinter_on_a_runtime_without_tk(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_a_library_importing_tkinter_needs_no_tk(tmp_path: Path) -> None:
+    rt = _fake_runtime(tmp_path / "rt", "3.13.2")
+    library = b"try:\n    import tkinter\nexcept ImportError:\n    tkinter = None\n"
+    contents = [("app.py", b"import lib\n"), ("lib.py", library)]
+    assert tk.plan(rt, contents, onefile=True, own=1) is None
+    with pytest.raises(tk.TkError, match="the app imports tkinter"):
+        tk.plan(rt, contents, onefile=True, own=2)
+
+
 def test_python_312_build_is_refused_with_the_versions_that_work(tmp_path: Path) -> None:
     rt = _fake_runtime(tmp_path / "rt", "3.12.9")
     with pytest.raises(tk.TkError) as caught:

@@ -380,6 +380,7 @@ def build_standalone(
         raise BuildError(f"the output {os.fspath(output)} is a file; --onedir writes a folder")
     files = collect_files(main, inputs, cwd)
     contents = read_files(files)
+    own = len(contents)  # the app's own files (exepy.tk: does the app import tkinter?)
     on_disk: list[tuple[str, bytes]] = []  # binary wheels' files, beside the exe
 
     def add_wheel(wheel: Path, label: str) -> None:
@@ -416,7 +417,7 @@ def build_standalone(
     if clash:
         raise BuildError(f"a binary wheel holds {clash[0]}, a name the runtime's files use")
     try:
-        tk_plan = tk.plan(runtime, contents, onefile=onefile, full_tcl=full_tcl)
+        tk_plan = tk.plan(runtime, contents, onefile=onefile, full_tcl=full_tcl, own=own)
     except tk.TkError as exc:
         raise BuildError(str(exc)) from None
     if tk_plan is not None:

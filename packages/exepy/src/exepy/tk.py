@@ -425,15 +425,20 @@ def plan(
     *,
     onefile: bool,
     full_tcl: bool = False,
+    own: int | None = None,
 ) -> TkPlan | None:
     """What to add for an app with *contents*; ``None`` when it does not import tkinter.
 
-    Raises :class:`TkError` when it does but *runtime* has no Tcl/Tk, naming the command
-    that adds it.
+    The first *own* entries of *contents* (default: all) are the app's own files. When
+    they import tkinter and *runtime* has no Tcl/Tk, :class:`TkError` names the command
+    that adds it; when only the rest (a library's optional import) does, the app is built
+    without tkinter, as an embeddable CPython has none.
     """
     if not app_uses_tkinter(contents) or any(name.startswith("tkinter/") for name, _ in contents):
         return None
     tk = find_tk(runtime)
+    if tk is None and own is not None and not app_uses_tkinter(contents[:own]):
+        return None
     if tk is None:
         if runtime.minor == "3.12":
             _check_minor(runtime)
