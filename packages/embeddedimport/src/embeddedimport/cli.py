@@ -10,12 +10,13 @@ No subcommands: everything after the executable belongs to the application (opti
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from collections.abc import Sequence
 
-from . import _clikit
+TYPE_CHECKING = False  # not typing's: the usual run imports neither typing nor argparse
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
 
 __all__ = ["build_parser", "main"]
 
@@ -24,6 +25,10 @@ PROG = "embeddedimport"
 
 def build_parser(app_args: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser; *app_args* are the application's arguments, split off by :func:`main`."""
+    import argparse
+
+    from . import _clikit
+
     parser = argparse.ArgumentParser(
         prog=PROG,
         usage="python -m embeddedimport [-h] [--version] APP.exe [ARGS...]",
@@ -63,18 +68,31 @@ def _errors() -> tuple[type[BaseException], ...]:
     return (BundleError, BundleNotFoundError)
 
 
+def _cli_error() -> type[Exception]:
+    from ._clikit import CliError
+
+    return CliError
+
+
 def _run(args: argparse.Namespace) -> int:
+    return _start(args.executable, args.app_args)
+
+
+def _start(executable: str, app_args: Sequence[str]) -> int:
     from .importer import Bundle
     from .runtime import CommandLineError, exit_status, launch, report
 
-    executable: str = args.executable
     if not os.path.isfile(executable):
-        raise _clikit.CliError(f"{executable}: no such file (give an exe built by exepy)")
+        from ._clikit import CliError
+
+        raise CliError(f"{executable}: no such file (give an exe built by exepy)")
     bundle = Bundle.from_executable(executable)
     try:
-        launch(executable, args.app_args, bundle=bundle, replace_path0=True)
+        launch(executable, app_args, bundle=bundle, replace_path0=True)
     except CommandLineError as exc:
-        raise _clikit.CliError(f"{executable}: {exc}") from None
+        from ._clikit import CliError
+
+        raise CliError(f"{executable}: {exc}") from None
     except SystemExit:
         raise
     except BaseException as exc:  # the application's own uncaught error: CPython's way
@@ -85,4 +103,16 @@ def _run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the bundle; returns the exit status (``SystemExit`` from the app propagates)."""
     head, app_args = _split(list(sys.argv[1:] if argv is None else argv))
+    if len(head) == 1 and not head[0].startswith("-") and os.path.isfile(head[0]):
+        # The usual call, APP.exe and its arguments, runs without argparse and the kit's
+        # imports (typing, pathlib: ~15 ms); a user error goes through the kit below, which
+        # finds it again before anything ran (the command line is parsed before install).
+        try:
+            return _start(head[0], app_args)
+        except SystemExit:  # the app's: before the next clause would import the kit
+            raise
+        except (*_errors(), _cli_error()):
+            pass
+    from . import _clikit
+
     return _clikit.run(lambda: build_parser(app_args), head, errors=_errors)
