@@ -319,6 +319,23 @@ def test_hello_stays_small(apps: Path, tk_runtime: runtime.Runtime, tmp_path: Pa
 
 @pytest.mark.wine
 @pytest.mark.slow
+def test_tkinter_builds_are_reproducible(
+    apps: Path, tk_runtime: runtime.Runtime, tmp_path: Path
+) -> None:
+    first = _build(apps, tk_runtime, tmp_path / "a.exe", "picture.py", onefile=True)
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(apps, copy)
+    old = os.umask(0o077)
+    try:
+        (copy / "picture.png").chmod(0o600)
+        second = _build(copy, tk_runtime, tmp_path / "b.exe", "picture.py", onefile=True)
+    finally:
+        os.umask(old)
+    assert first.read_bytes() == second.read_bytes()
+
+
+@pytest.mark.wine
+@pytest.mark.slow
 def test_full_tcl_keeps_everything(apps: Path, tk_runtime: runtime.Runtime, tmp_path: Path) -> None:
     folder = _build(apps, tk_runtime, tmp_path / "full", "counter.py", full_tcl=True).parent
     assert (folder / "tcl" / "tcl8.6" / "tzdata" / "Europe" / "Paris").is_file()

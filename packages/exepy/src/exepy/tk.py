@@ -93,7 +93,9 @@ class TkRuntime:
     def tcl_files(self, *, full: bool = False) -> list[tuple[str, Path]]:
         """``(relative posix path, file)`` for ``tcl/``, trimmed unless *full*, licences in."""
         found = []
-        for path in sorted(self.tcl.rglob("*")):
+        # Sorted by the posix name, not the Path (Windows' compares case-insensitively):
+        # the same order, hence the same exe, on every OS.
+        for path in sorted(self.tcl.rglob("*"), key=lambda p: p.relative_to(self.tcl).as_posix()):
             relative = path.relative_to(self.tcl).as_posix()
             if not path.is_file() or path.suffix.lower() in (".lib", ".a"):
                 continue
@@ -404,8 +406,11 @@ def _tcl_zip(files: list[tuple[str, Path]]) -> bytes:
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as archive:
         for relative, path in files:
-            info = zipfile.ZipInfo(relative, date_time=(2020, 1, 1, 0, 0, 0))
+            # Fixed time, mode and system: the same bytes whatever the machine and OS.
+            info = zipfile.ZipInfo(relative, date_time=(1980, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            info.create_system = 3
             archive.writestr(info, path.read_bytes())
     return out.getvalue()
 
@@ -448,7 +453,7 @@ def plan(
             f"{runtime.minor} install) first"
         )
     bundle = []
-    for path in sorted(tk.tkinter.rglob("*.py")):
+    for path in sorted(tk.tkinter.rglob("*.py"), key=lambda p: p.relative_to(tk.tkinter).parts):
         relative = PurePosixPath("tkinter", path.relative_to(tk.tkinter).as_posix())
         if "__pycache__" in relative.parts or "test" in relative.parts:
             continue
