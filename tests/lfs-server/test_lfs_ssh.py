@@ -324,6 +324,7 @@ def test_protocol_download_session_refuses_uploads(sshd: Sshd) -> None:
         pkt("batch") + pkt("hash-algo=sha256") + DELIM + pkt(f"{oid} {len(data)}") + FLUSH,
         pkt(f"get-object {oid}") + pkt(f"size={len(data)}") + FLUSH,
         pkt(f"get-object {missing}") + pkt("size=1") + FLUSH,
+        pkt("batch") + DELIM + pkt(f"{oid} {len(data)}") + pkt(f"{missing} 1") + FLUSH,
         pkt("quit") + FLUSH,
     )
     assert statuses(packets) == [
@@ -332,8 +333,10 @@ def test_protocol_download_session_refuses_uploads(sshd: Sshd) -> None:
         "status 200",
         "status 200",
         "status 404",
+        "status 404",  # a download batch naming a missing object
         "status 200",
     ]
+    assert f"object {missing} does not exist in 'team/raw'\n".encode() in packets
     assert f"{oid} {len(data)} download\n".encode() in packets
     get_at = packets.index(b"status 200\n", packets.index(f"{oid} {len(data)} download\n".encode()))
     assert packets[get_at + 1 : get_at + 4] == [f"size={len(data)}\n".encode(), "delim", data]

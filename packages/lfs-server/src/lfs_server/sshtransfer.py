@@ -337,6 +337,13 @@ class Session:
         sizes = self.store.stored_sizes(self.repo, [oid for oid, _ in objects])
         answer = []
         needed = 0
+        missing = [oid for oid, _ in objects if sizes.get(oid) is None]
+        if missing and not upload:
+            # The protocol has no per-object error. With a 'download' line git-lfs 3.3.0
+            # retried get-object for ~45 s and then crashed (nil pointer); a whole-batch
+            # 404 names the object and fails in a second (that client can still crash
+            # on a failed SSH batch now and then: a race of its own).
+            raise ApiError(404, f"object {missing[0]} does not exist in {self.repo!r}")
         for oid, size in objects:
             if not upload:
                 answer.append(f"{oid} {size} download")
