@@ -252,7 +252,7 @@ class S3Store:
         On a mismatch VerifyError is raised and nothing is sent; the caller owns *source*
         (it is read, never moved).
         """
-        verify_file(source, oid, size)
+        verify_file(source, oid, size, sync=False)  # read, sent, then deleted: no fsync
         self._put(source, repo, oid, size)
 
     def _put(self, source: Path, repo: str, oid: str, size: int) -> None:

@@ -71,9 +71,17 @@ def open_regular(path: Path | str) -> int:
 
 def sha256_file(path: Path | str) -> tuple[str, int]:
     """Return (hex SHA-256, size) of the regular file at *path*, read in 1 MiB chunks."""
+    fd = open_regular(path)
+    try:
+        return _sha256_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def _sha256_fd(fd: int) -> tuple[str, int]:
     digest = hashlib.sha256()
     size = 0
-    with open(open_regular(path), "rb", buffering=0) as fh:
+    with open(fd, "rb", buffering=0, closefd=False) as fh:
         buf = bytearray(CHUNK * 4)
         view = memoryview(buf)
         while True:
@@ -85,13 +93,14 @@ def sha256_file(path: Path | str) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def verify_file(source: Path, oid: str, size: int) -> None:
+def verify_file(source: Path, oid: str, size: int, *, sync: bool = True) -> None:
     """Raise VerifyError unless the file *source* holds exactly object (oid, size).
 
-    A large body is flushed to disk while it is hashed: both release the GIL, so this
-    costs max(hash, fsync) rather than their sum. A small one is hashed, then flushed:
-    starting a thread costs more than the overlap saves. A rejected body was synced for
-    nothing, which is harmless.
+    With *sync* (a body about to be renamed into the local store) it is also flushed to
+    disk: a large one while it is hashed (both release the GIL, so this costs max(hash,
+    fsync) rather than their sum), a small one after (a thread costs more than the overlap
+    saves). A body that is only read and then deleted (copied into S3) needs no flush. The
+    bytes hashed are those of the descriptor checked to be a regular file.
     """
     fd = open_regular(source)
     actual_size = os.fstat(fd).st_size
@@ -99,16 +108,16 @@ def verify_file(source: Path, oid: str, size: int) -> None:
         os.close(fd)
         raise VerifyError(f"body is {actual_size} bytes but the object's size is {size}")
     flusher = None
-    if size >= _FLUSH_WHILE_HASHING:
+    if sync and size >= _FLUSH_WHILE_HASHING:
         flusher = threading.Thread(target=os.fsync, args=(fd,), daemon=True)
         flusher.start()
     try:
-        digest, hashed = sha256_file(source)
+        digest, hashed = _sha256_fd(fd)
     finally:
-        if flusher is None:
-            os.fsync(fd)
-        else:
+        if flusher is not None:
             flusher.join()
+        elif sync:
+            os.fsync(fd)
         os.close(fd)
     if hashed != size:
         raise VerifyError(
