@@ -380,7 +380,8 @@ def test_missing_arguments_name_only_the_required_ones() -> None:
     assert (proc.returncode, proc.stdout) == (2, "")
     last = proc.stderr.splitlines()[-1]
     # FILE_OR_DIR is optional (nargs="*"), and OUT may come as -o: neither is called required.
-    assert last == "exepy build: error: the following arguments are required: MAIN.py"
+    # MAIN.py is optional for argparse (an --interpreter has none): exepy names OUT first.
+    assert last == "exepy: error: give the output: exepy build OUT MAIN.py (or -o OUT MAIN.py)"
     proc = subprocess.run(
         [sys.executable, "-m", "exepy", "build", "app.py"], capture_output=True, text=True
     )
@@ -458,3 +459,31 @@ def test_version_and_completion() -> None:
     assert proc.returncode == 0 and "runtime" in proc.stdout and "--onefile" in proc.stdout
     proc = _exepy("completion", "zsh")
     assert proc.returncode == 0 and "#compdef exepy" in proc.stdout
+
+
+def test_interpreter_refusals(tmp_path: Path) -> None:
+    """One line each, nothing written: no runtime; no MAIN without --interpreter."""
+
+    def exepy(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "exepy", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    done = exepy("build", "python.exe", "--interpreter")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "exepy: error: --interpreter builds a standalone python.exe: add --runtime VERSION "
+        "(e.g. --runtime 3.13 after 'exepy runtime fetch 3.13')\n"
+    )
+    done = exepy("build", "app.exe", "--runtime", "3.13")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "exepy: error: give MAIN.py, the script the exe runs: exepy build OUT MAIN.py "
+        "(or --interpreter --runtime VERSION for a python.exe with no main)\n"
+    )
+    assert list(tmp_path.iterdir()) == []

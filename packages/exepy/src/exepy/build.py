@@ -61,8 +61,9 @@ def _relative(path: Path, cwd: Path, what: str) -> str:
     return name
 
 
-def collect_files(main: Path, inputs: Sequence[Path], cwd: Path) -> list[tuple[str, Path]]:
-    """``(bundle name, path)`` for MAIN then each file or folder (recursively, sorted).
+def collect_files(main: Path | None, inputs: Sequence[Path], cwd: Path) -> list[tuple[str, Path]]:
+    """``(bundle name, path)`` for MAIN (if any: an interpreter has none) then each file or
+    folder (recursively, sorted).
 
     ``__pycache__`` folders are skipped: their bytecode belongs to the building Python.
     """
@@ -73,9 +74,10 @@ def collect_files(main: Path, inputs: Sequence[Path], cwd: Path) -> list[tuple[s
         name = _relative(path, cwd, what)
         collected.setdefault(name, cwd / name)
 
-    if not (cwd / main).is_file():
-        raise BuildError(f"main script {os.fspath(main)!r} is not a file")
-    add(main, "main script")
+    if main is not None:
+        if not (cwd / main).is_file():
+            raise BuildError(f"main script {os.fspath(main)!r} is not a file")
+        add(main, "main script")
     for item in inputs:
         full = cwd / item
         if full.is_dir():

@@ -30,6 +30,12 @@ distribution's folder) the app is standalone: it runs on a PC without Python.
 Without --runtime, OUT.exe is a copy of --base BASE.exe (default on Windows: this
 Python's python.exe) that needs that Python and embeddedimport to run.
 
+With --runtime and --interpreter, OUT is a portable python.exe: python.exe's command
+line (SCRIPT.py, -c, -m, -i, -, the REPL), the whole standard library, the given files,
+folders and wheels importable, isolated from PYTHON* variables, the user site and .pyc
+writing unless -X use_environment, -X user_site or -X write_bytecode. It has no main:
+every positional after OUT is a file or folder to bundle.
+
 An output file is replaced atomically; an existing output folder only with --force."""
 
 
@@ -57,7 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument(
         "output", metavar="OUT", type=Path, nargs="?", help="the exe (or onedir folder)"
     )
-    build.add_argument("main", metavar="MAIN.py", type=Path, help="the script the exe runs")
+    # Optional for argparse: an --interpreter has no MAIN (_build checks the other cases).
+    build.add_argument(
+        "main",
+        metavar="MAIN.py",
+        type=Path,
+        nargs="?",
+        help="the script the exe runs (with --interpreter: one more file to bundle)",
+    )
     # default=[]: without a default argparse counts a nargs="*" positional as required and
     # names it in "the following arguments are required".
     build.add_argument(
@@ -72,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--runtime",
         metavar="VERSION_OR_PATH",
         help="build a standalone app on this CPython (3.11 or later), e.g. 3.13",
+    )
+    build.add_argument(
+        "--interpreter",
+        action="store_true",
+        help="with --runtime: OUT is a portable python.exe (no MAIN; files are importable)",
     )
     mode = build.add_mutually_exclusive_group()
     mode.add_argument(
@@ -306,11 +324,28 @@ def _build(args: argparse.Namespace) -> None:
     from exepy import build
     from exepy.build import BuildError
 
+    given = [p for p in (args.output, args.main, *args.inputs) if p is not None]
     if args.output_option is not None:
-        given = [p for p in (args.output, args.main, *args.inputs) if p is not None]
-        args.output, args.main, args.inputs = args.output_option, given[0], given[1:]
-    elif args.output is None:
+        given.insert(0, args.output_option)
+    # One positional ending in .py is MAIN with the output forgotten, not an output.
+    if not given or (len(given) == 1 and given[0].suffix == ".py" and not args.interpreter):
         raise BuildError("give the output: exepy build OUT MAIN.py (or -o OUT MAIN.py)")
+    args.output, given = given[0], given[1:]
+    if args.interpreter:
+        # An interpreter runs what its command line says: every file is only importable.
+        args.main, args.inputs = None, given
+        if args.runtime is None:
+            raise BuildError(
+                "--interpreter builds a standalone python.exe: add --runtime VERSION (e.g. "
+                "--runtime 3.13 after 'exepy runtime fetch 3.13')"
+            )
+    elif not given:
+        raise BuildError(
+            "give MAIN.py, the script the exe runs: exepy build OUT MAIN.py "
+            "(or --interpreter --runtime VERSION for a python.exe with no main)"
+        )
+    else:
+        args.main, args.inputs = given[0], given[1:]
 
     if args.runtime is None:
         if args.onedir or args.onefile or args.name or args.wheel or args.requirement:
@@ -361,6 +396,7 @@ def _build(args: argparse.Namespace) -> None:
         runtime=found,
         onefile=onefile,
         name=args.name,
+        interpreter=args.interpreter,
         wheels=args.wheel,
         requirements=args.requirement,
         progress=_clikit.progress_enabled(args),
@@ -369,9 +405,10 @@ def _build(args: argparse.Namespace) -> None:
     )
     _warn(made.warnings)
     what = "onefile" if onefile else "onedir"
+    kind = f"{what} interpreter" if args.interpreter else what
     shown = args.output if onefile else args.output / made.exe.name  # as the user spelt it
     print(
-        f"wrote {os.fspath(shown)} ({what}, Python {found.version}, "
+        f"wrote {os.fspath(shown)} ({kind}, Python {found.version}, "
         f"{_human_size(made.size)}): {len(made.files)} files"
     )
     _clikit.write_json(
@@ -380,6 +417,7 @@ def _build(args: argparse.Namespace) -> None:
             "exe": str(made.exe),
             "output": str(made.output),
             "mode": what,
+            "interpreter": args.interpreter,
             "runtime": found.version,
             "size": made.size,
             "sha256": hashlib.sha256(made.exe.read_bytes()).hexdigest(),

@@ -330,7 +330,7 @@ def _config(runtime: Runtime, mode: str, key: str, interpreter: bool = False) ->
 
 def build_standalone(
     output: Path,
-    main: Path,
+    main: Path | None,
     inputs: Sequence[Path] = (),
     *,
     runtime: Runtime,
@@ -363,8 +363,11 @@ def build_standalone(
     an existing onedir folder only with *force*. *progress*: bars on stderr for slow steps.
     With *sign*, the exe is signed (Authenticode, :mod:`exepy.sign`) after every edit.
     *interpreter*: the exe is a portable python.exe (python.exe's command line, with the
-    bundle importable and no stored command; ``launcher/launcher.c`` says how).
+    bundle importable and no stored command; ``launcher/launcher.c`` says how); *main* may
+    then be None (nothing runs at start) and an onedir exe is ``python.exe`` unless *name*.
     """
+    if main is None and not interpreter:
+        raise BuildError("give the main script: only an interpreter (--interpreter) has none")
     cwd = _absolute(cwd or Path.cwd())
     target = _absolute(cwd / output)
     # An exe is replaced atomically; a folder only when asked (the repository's CLI rule).
@@ -459,7 +462,7 @@ def build_standalone(
     if onefile:
         write_output(target, data, output)
         return StandaloneResult(target, target, names, argv, len(data), notes)
-    exe_name = (name or Path(names[0]).stem) + ".exe"
+    exe_name = (name or ("python" if interpreter else Path(names[0]).stem)) + ".exe"
     try:
         extra = [] if tk_plan is None else [(p.name, p) for p in tk_plan.binaries] + tk_plan.folder
         _write_folder(target, exe_name, data, runtime, force=force, extra=extra, files=on_disk)
