@@ -512,4 +512,5 @@ def test_postgresql_restart_fails_no_request(postgres: object) -> None:
     finally:
         if server is not None:
             server.stop()
+            shutil.rmtree(server.data, ignore_errors=True)
         pg.stop()

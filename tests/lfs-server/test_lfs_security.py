@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -311,6 +312,7 @@ def test_failed_logins_are_limited_per_client_and_per_user() -> None:
         assert _login(server, "reader", "reader-pw", "127.0.0.9")[0] == 200
     finally:
         server.stop()
+        shutil.rmtree(server.data, ignore_errors=True)
 
 
 def test_action_tokens_stop_working_when_their_user_goes(server: Server, api: Api) -> None:
