@@ -487,3 +487,79 @@ def test_interpreter_refusals(tmp_path: Path) -> None:
         "(or --interpreter --runtime VERSION for a python.exe with no main)\n"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+META = """\
+import json
+from importlib import metadata
+
+files = metadata.files("tool-kit") or []
+print(json.dumps({str(f): [f.hash and f.hash.value, f.size] for f in files}))
+"""
+
+
+def _record_wheel(folder: Path) -> Path:
+    """A wheel whose import name is not its distribution's (no top_level.txt, as flit and
+    hatchling write), with a purelib module, a script and a RECORD with hashes."""
+    import base64
+    import hashlib
+    import zipfile
+
+    info = "tool_kit-1.0.dist-info"
+    files = {
+        "toolkit_impl/__init__.py": b"VALUE = 1\n",
+        "tool_kit-1.0.data/purelib/extra_mod.py": b"NAME = 'extra'\n",
+        "tool_kit-1.0.data/scripts/tk-tool": b"#!python\nprint('tool')\n",
+        f"{info}/METADATA": b"Metadata-Version: 2.1\nName: tool-kit\nVersion: 1.0\n",
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+
+    def digest(data: bytes) -> str:
+        raw = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        return f"sha256={raw}"
+
+    record = "".join(f"{n},{digest(c)},{len(c)}\n" for n, c in files.items())
+    files[f"{info}/RECORD"] = (record + f"{info}/RECORD,,\n").encode()
+    path = folder / "tool_kit-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, content in files.items():
+            archive.writestr(name, content)
+    return path
+
+
+def test_bundled_record_lists_exactly_the_bundled_files(tmp_path: Path) -> None:
+    """importlib.metadata.files() of a bundled wheel, run with `python -m embeddedimport`:
+    RECORD's own rows for what the bundle holds (purelib at the top), not the script."""
+    import json
+
+    from components import missing
+    from exepy import runtime
+
+    try:
+        runtime.fetch("3.13")
+    except runtime.PythonRuntimeError as exc:
+        missing("the Python 3.13 embeddable runtime", str(exc))
+    (tmp_path / "meta.py").write_text(META)
+    _record_wheel(tmp_path)
+    args = ["build", "meta.exe", "meta.py", "--runtime", "3.13", "--wheel"]
+    proc = _exepy(*args, "tool_kit-1.0-py3-none-any.whl", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "embeddedimport", "meta.exe"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    files = json.loads(proc.stdout)
+    assert sorted(files) == [
+        "extra_mod.py",
+        "tool_kit-1.0.dist-info/METADATA",
+        "tool_kit-1.0.dist-info/RECORD",
+        "tool_kit-1.0.dist-info/WHEEL",
+        "toolkit_impl/__init__.py",
+    ]
+    assert files["toolkit_impl/__init__.py"][1] == len(b"VALUE = 1\n")
+    assert files["extra_mod.py"][0] and files["tool_kit-1.0.dist-info/RECORD"] == [None, None]

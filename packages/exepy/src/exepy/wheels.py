@@ -93,10 +93,8 @@ def wheel_files(path: Path, label: str | None = None) -> list[tuple[str, bytes]]
                     f"{name} holds the compiled file {member.filename}: a bundle holds "
                     "pure-Python wheels only"
                 )
-            if target.endswith("/RECORD") and top.endswith(".dist-info"):
-                continue
             files.append((target, archive.read(member)))
-    return files
+    return _filter_record(files)
 
 
 def target_environment(version: str) -> dict[str, str]:
@@ -217,7 +215,47 @@ def binary_wheel_files(path: Path, minor: str, label: str | None = None) -> list
             if ".." in target.split("/") or target.startswith("/"):
                 raise WheelError(f"{name} holds the unsafe path {member.filename}")
             files.append((target, archive.read(member)))
-    return files
+    return _filter_record(files)
+
+
+def _installed_name(recorded: str) -> str:
+    """Where a RECORD path lands: ``*.data/purelib|platlib/X`` at the top, as pip puts it."""
+    top, _, rest = recorded.partition("/")
+    if top.endswith(".data"):
+        kind, _, inner = rest.partition("/")
+        if kind in ("purelib", "platlib") and inner:
+            return inner
+    return recorded
+
+
+def _filter_record(files: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """*files* with ``*.dist-info/RECORD`` listing exactly the files kept (with their
+    hashes and sizes, ``.data`` paths as installed), so ``importlib.metadata.files()``
+    names what the app has: scripts and headers left out are not listed."""
+    import csv
+    import io
+
+    kept = {name for name, _ in files}
+    result = []
+    for name, content in files:
+        top = name.split("/")[0]
+        if name == f"{top}/RECORD" and top.endswith(".dist-info"):
+            rows = csv.reader(io.StringIO(content.decode("utf-8", "replace")))
+            out = io.StringIO()
+            writer = csv.writer(out, lineterminator="\n")
+            for row in rows:
+                if not row:
+                    continue
+                row[0] = _installed_name(row[0])
+                if row[0] == name:
+                    writer.writerow([name, "", ""])  # RECORD cannot hash itself
+                elif row[0] in kept:
+                    writer.writerow(row)
+            if not out.getvalue():
+                continue  # an empty RECORD (invalid): embeddedimport lists the files itself
+            content = out.getvalue().encode("utf-8")
+        result.append((name, content))
+    return result
 
 
 def download_requirements(
