@@ -20,6 +20,7 @@ The exe is ``launcher-win-amd64.exe`` (our C, ``packages/exepy/launcher/launcher
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import io
@@ -200,6 +201,14 @@ def _run_runtime_python(
         return proc.wait(timeout=300) == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+    finally:
+        if sys.platform != "win32" and Path(env["WINEPREFIX"]).is_relative_to(scratch):
+            # The prefix's wineserver outlives python.exe and keeps writing its registry
+            # files there: stop it, or removing the scratch folder races it.
+            server = shutil.which("wineserver", path=extra)
+            if server is not None:
+                with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                    subprocess.run([server, "-k"], env=env, timeout=30, check=False)
 
 
 def embeddedimport_bytecode(
@@ -221,7 +230,7 @@ def embeddedimport_bytecode(
     cached = cache_root().parent / "bytecode" / f"{runtime.version}-{digest.hexdigest()[:16]}.zip"
     if cached.is_file():
         return _read_zip(cached)
-    with tempfile.TemporaryDirectory(prefix="exepy-compile-") as folder:
+    with tempfile.TemporaryDirectory(prefix="exepy-compile-", ignore_cleanup_errors=True) as folder:
         target = cached
         try:
             cached.parent.mkdir(parents=True, exist_ok=True)
