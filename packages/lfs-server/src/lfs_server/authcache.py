@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from lfs_server.sqlitewal import use_wal
+from lfs_server.sqlitewal import connect_shared
 
 KEY_ENV = "LFS_AUTH_CACHE_KEY"
 TTL_SECONDS = 60.0
@@ -44,12 +44,7 @@ class SharedAuthCache:
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None or self._local.pid != os.getpid():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
-            conn = sqlite3.connect(self.path, timeout=0.05, isolation_level=None)
-            use_wal(conn, 0.05)
-            conn.execute("PRAGMA synchronous=OFF")
-            conn.execute(_SCHEMA)
+            conn = connect_shared(self.path, 0.05, _SCHEMA)
             self._local.conn, self._local.pid = conn, os.getpid()
         return conn
 

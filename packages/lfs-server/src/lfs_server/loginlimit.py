@@ -22,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-from lfs_server.sqlitewal import use_wal
+from lfs_server.sqlitewal import connect_shared
 from lfs_server.validation import ApiError
 
 _SCHEMA = (
@@ -53,12 +53,7 @@ class LoginLimiter:
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None or self._local.pid != os.getpid():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
-            conn = sqlite3.connect(self.path, timeout=1.0, isolation_level=None)
-            use_wal(conn, 1.0)
-            conn.execute("PRAGMA synchronous=OFF")
-            conn.executescript(_SCHEMA)
+            conn = connect_shared(self.path, 1.0, _SCHEMA)
             self._local.conn, self._local.pid = conn, os.getpid()
         return conn
 

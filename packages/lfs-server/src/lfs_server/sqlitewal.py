@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
+from pathlib import Path
 
 
 def use_wal(conn: sqlite3.Connection, timeout: float) -> None:
@@ -25,3 +27,18 @@ def use_wal(conn: sqlite3.Connection, timeout: float) -> None:
             if "locked" not in str(exc) or time.monotonic() >= deadline:
                 raise
             time.sleep(0.01)
+
+
+def connect_shared(path: Path, timeout: float, schema: str) -> sqlite3.Connection:
+    """Open (creating it 0600) a node-local file the workers share: WAL, no fsync per write.
+
+    These files hold counters and caches that a crash may lose; the objects themselves
+    are fsynced by the store.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
+    use_wal(conn, timeout)
+    conn.execute("PRAGMA synchronous=OFF")
+    conn.executescript(schema)
+    return conn
