@@ -8,11 +8,7 @@ from pathlib import Path
 
 import pytest
 from components import missing
-
-# The helpers live next to this file; pytest's importlib mode does not put it on sys.path.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from embeddedimport_testpe import (
+from embeddedimport_testpe import (  # tools/embeddedimport_testpe.py, shared with the bench
     MakeExe,
     add_resources,
     original_bundle,

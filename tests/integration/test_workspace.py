@@ -110,8 +110,6 @@ TOOLS_REACHING_INTO_TESTS = {
     # Ceph/PostgreSQL/sshd starters and helpers in tests/lfs-server/ (lfs-server's files)
     "tools/bench/lfs_scale.py",
     "tools/bench/lfs_ssh.py",
-    # the fallback resource writer in tests/embeddedimport/ (embeddedimport's bench)
-    "tools/bench/embeddedimport.py",
 }
 
 

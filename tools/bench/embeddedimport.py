@@ -138,7 +138,7 @@ def exepy_build(work: Path, out: str, main: str, inputs: Sequence[str], base: Pa
 
 def build_exe_fallback(path: Path, files: list[tuple[str, bytes]], base: Path) -> None:
     """Without exepy: the test suite's minimal resource writer."""
-    sys.path.insert(0, str(ROOT / "tests" / "embeddedimport"))
+    sys.path.insert(0, str(ROOT / "tools"))
     from embeddedimport.pe import read_resources
     from embeddedimport_testpe import add_resources  # type: ignore[import-not-found]
 

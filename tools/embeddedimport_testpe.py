@@ -1,4 +1,7 @@
-"""Test-only helpers for embeddedimport: real PE bases and a minimal resource-section writer.
+"""embeddedimport's test helpers: real PE bases and a minimal resource-section writer.
+
+tests/embeddedimport/ and tools/bench/embeddedimport.py (its fallback without exepy) import
+it; it lives under tools/ because tools never import from tests/.
 
 The writer is deliberately independent of the package under test: it lays out the
 resource tree by hand (struct.pack, Windows ordering) in a new last section of a real PE
@@ -7,8 +10,6 @@ file, so the reader and importer are tested against bytes they did not produce.
 
 from __future__ import annotations
 
-import glob
-import os
 import struct
 import sys
 import zlib
@@ -22,10 +23,10 @@ WINE_DIRS = ["/usr/lib/x86_64-linux-gnu/wine", "/usr/lib/wine", "/usr/lib64/wine
 
 
 def _distlib_launchers() -> list[str]:
-    found: list[str] = []
+    found: set[str] = set()
     for entry in sys.path:
-        found += glob.glob(os.path.join(entry, "pip", "_vendor", "distlib", "*.exe"))
-    return sorted(set(found))
+        found.update(str(p) for p in (Path(entry) / "pip" / "_vendor" / "distlib").glob("*.exe"))
+    return sorted(found)
 
 
 def real_pe_files() -> list[str]:
@@ -33,8 +34,8 @@ def real_pe_files() -> list[str]:
     files: list[str] = []
     for root in WINE_DIRS:
         for arch in ("x86_64-windows", "i386-windows"):
-            files += sorted(glob.glob(os.path.join(root, arch, "*.exe")))
-            files += sorted(glob.glob(os.path.join(root, arch, "*.dll")))
+            files += sorted(str(p) for p in (Path(root) / arch).glob("*.exe"))
+            files += sorted(str(p) for p in (Path(root) / arch).glob("*.dll"))
     return files + _distlib_launchers()
 
 
