@@ -10,7 +10,6 @@ import sqlite3
 import sys
 import time
 import uuid
-from pathlib import Path
 
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
@@ -19,10 +18,11 @@ from lfs_server import batch_api, locks_api, ops_api, transfer_api
 from lfs_server.authcache import KEY_ENV as AUTH_CACHE_KEY_ENV
 from lfs_server.authcache import SharedAuthCache
 from lfs_server.config import Config
-from lfs_server.locks import DatabaseUnavailable, classify_db_error, open_lock_db
+from lfs_server.backends import open_locks, open_store
+from lfs_server.backends.base import DatabaseUnavailable, StoreUnavailable, UnsafeStorePath
 from lfs_server.loginlimit import LoginLimiter
 from lfs_server.metrics import Metrics
-from lfs_server.storage import StoreUnavailable, UnsafeStorePath, open_store
+from lfs_server.sqlitewal import classify_db_error
 from lfs_server.tokens import TokenSigner, load_or_create_key, proxy_secret
 from lfs_server.validation import ApiError
 from lfs_server.web import Services, error_response, insufficient_storage
@@ -47,7 +47,7 @@ def create_app(config: Config) -> Flask:
         config=config,
         store=open_store(config),
         signer=TokenSigner(key),
-        locks=open_lock_db(config),
+        locks=open_locks(config),
         proxy_secret=proxy_secret(key),
         metrics=Metrics(config.run_dir / "metrics.sqlite3"),
         shared_auth=SharedAuthCache(
@@ -130,7 +130,9 @@ def _install_hooks(app: Flask) -> None:
 
     @app.errorhandler(sqlite3.Error)
     def _db_error(exc: sqlite3.Error) -> Response:
-        kind = classify_db_error(exc, getattr(app.extensions["lfs"].locks, "path", Path()))
+        # The lock database's error, or one of the node's own SQLite files (run/).
+        svc = app.extensions["lfs"]
+        kind = svc.locks.classify_error(exc) or classify_db_error(exc, svc.config.run_dir / "x")
         if kind == "busy":
             response = error_response(
                 503,
