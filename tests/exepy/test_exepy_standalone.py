@@ -773,7 +773,6 @@ def test_wheels_pure_in_binary_refused(
     sneaky = make_wheel(project, "sneaky", "py3-none-any", {"sneaky/_c.pyd": b"MZ"})
     before = sorted(p.name for p in project.iterdir())
     for wheel, message in (
-        (binary, "binwheel-1.0-cp313-cp313-win_amd64.whl is a binary wheel: its extension"),
         (sneaky, "holds the compiled file sneaky/_c.pyd"),
         (project / "hello.py", "is not a wheel"),
     ):
@@ -797,11 +796,17 @@ def test_wheels_pure_in_binary_refused(
     assert (project / "dist" / "binwheel" / "_speed.pyd").read_bytes() == b"MZ"
     names = [n for n, _ in build.read_bundle(project / "dist" / "hello.exe").files]
     assert not any(n.startswith("binwheel") for n in names)
-    # onefile: refused, naming the wheel; a wheel for another Python: refused too
+    # onefile: the binary wheel's files go into resource 205 (unpacked to disk at run time),
+    # with their folders, not into the bundle
     onefile = ["build", "o.exe", "hello.py", "--runtime", found.version, "-r", "reqs.txt"]
     code, _, err = run_cli([*onefile, "--onefile"], capsys)
-    assert code == 2 and err.count("\n") == 1, err
-    assert "binwheel-1.0-cp313-cp313-win_amd64.whl (from reqs.txt) is a binary wheel" in err
+    assert code == 0, err
+    names = [n for n, _ in build.read_bundle(project / "o.exe").files]
+    assert not any(n.startswith("binwheel") for n in names)
+    packages = ResourceEditor.open(project / "o.exe").get(10, standalone.PACKAGES_ID)
+    assert packages[:8] == b"EXEPYPK1" and packages[24:32] == b"EXEPYRT2"
+    assert "binwheel\\_speed.pyd".encode("utf-16-le") in packages
+    # a wheel for another Python: refused
     other = make_wheel(project, "oldwheel", "cp311-cp311-win_amd64", {"oldwheel/_c.pyd": b"MZ"})
     code, _, err = run_cli([*args[:5], "--wheel", other.name, "-f"], capsys)
     assert code == 2 and "is built for cp311-cp311-win_amd64; the runtime is Windows x64" in err

@@ -19,11 +19,19 @@
  *   RT_RCDATA 204  the start-up table: marshal of {module name: (path, code object)} for
  *                  embeddedimport's start-up modules and the few standard ones they need,
  *                  compiled by the runtime's own CPython (absent when it could not run).
+ *   RT_RCDATA 205  onefile only, when the app has them: the files that must be on disk
+ *                  (binary wheels' packages, packages that open data through __file__):
+ *                  "EXEPYPK1", 16 ASCII hex digits (their hash), then a payload as in 203
+ *                  but with magic "EXEPYRT2", whose names may hold subfolders ("a\\b.pyd").
  *
  * onedir: the DLL is next to the exe. onefile: the binaries are unpacked once into
  * %LOCALAPPDATA%\exepy\runtimes\<key> (a temporary folder renamed into place, so two first
  * runs at once are safe and a half-written folder is never used); later runs find the
- * folder and unpack nothing. Python code and data are never written to disk.
+ * folder and unpack nothing. Python code and data are never written to disk, except the
+ * packages of resource 205: they are unpacked once into <runtime folder>\\packages-<hash>
+ * (the same temporary-folder-and-rename), which goes on sys.path after the runtime's
+ * folder; a stamp file written last is the only thing a later start checks (one file
+ * read, however many files the packages have).
  *
  * An interpreter exe parses its command line as python.exe does (CPython's own parser and
  * Py_RunMain: scripts, -c, -m, -i, -, the REPL, exit codes) with the bundle (200) importable,
@@ -49,6 +57,7 @@
 #define BUNDLE_ID 200
 #define COMMAND_ID 201
 #define BOOT_ID 204
+#define PACKAGES_ID 205
 
 typedef struct {
     int type;
@@ -471,16 +480,38 @@ typedef struct {
     size_t at;
     long left;
     int damaged;
+    int folders; /* EXEPYRT2: names may hold subfolders */
 } Payload;
 
 static Payload open_payload(const uint8_t *data, DWORD size)
 {
-    Payload payload = {data, size, 12, 0, 0};
-    if (size < 12 || memcmp(data, "EXEPYRT1", 8) != 0 || read_u32(data + 8) > 4096)
+    Payload payload = {data, size, 12, 0, 0, 0};
+    if (size >= 12 && memcmp(data, "EXEPYRT2", 8) == 0)
+        payload.folders = 1;
+    else if (size < 12 || memcmp(data, "EXEPYRT1", 8) != 0)
         payload.damaged = 1;
-    else
+    if (!payload.damaged && read_u32(data + 8) > 65536)
+        payload.damaged = 1;
+    if (!payload.damaged)
         payload.left = (long)read_u32(data + 8);
     return payload;
+}
+
+/* A name of a file below the folder it is unpacked into: "a\\b\\c.pyd", no drive, no
+ * empty, "." or ".." part, no leading or trailing backslash. */
+static int relative_path_ok(const wchar_t *name)
+{
+    if (wcschr(name, L':') || name[0] == L'\\')
+        return 0;
+    for (const wchar_t *part = name;;) {
+        const wchar_t *end = wcschr(part, L'\\');
+        size_t len = end ? (size_t)(end - part) : wcslen(part);
+        if (len == 0 || (part[0] == L'.' && (len == 1 || (len == 2 && part[1] == L'.'))))
+            return 0;
+        if (end == NULL)
+            return 1;
+        part = end + 1;
+    }
 }
 
 /* The next file into *entry; 0 at the end or where the payload is damaged (then
@@ -504,7 +535,8 @@ static int next_entry(Payload *payload, Entry *entry)
     entry->raw = read_u32(data + pos);
     entry->packed = read_u32(data + pos + 4);
     pos += 8;
-    if (entry->packed > size - pos || wcschr(entry->name, L'\\') || wcschr(entry->name, L'/'))
+    if (entry->packed > size - pos || !(payload->folders ? relative_path_ok(entry->name) : !wcschr(entry->name, L'\\')) ||
+        wcschr(entry->name, L'/'))
         return 0;
     entry->data = data + pos;
     payload->at = pos + entry->packed;
@@ -678,6 +710,153 @@ static int runtime_folder(const wchar_t *key, wchar_t *folder)
     return 0;
 }
 
+/* --- the onefile packages cache (resource 205) ----------------------------------------- */
+
+static const wchar_t PACKAGES_DAMAGED[] = L"the packages resource (RT_RCDATA 205) is damaged: rebuild the app";
+static const wchar_t STAMP[] = L"exepy-packages.txt";
+#define PACKAGES_HEADER 24 /* "EXEPYPK1" and the 16-digit hash */
+
+/* Remove `folder` and everything below it (best effort). */
+static void remove_tree_deep(const wchar_t *folder)
+{
+    wchar_t pattern[MAX_PATH * 2], path[MAX_PATH * 2];
+    WIN32_FIND_DATAW found;
+    _snwprintf(pattern, sizeof pattern / sizeof *pattern, L"%ls\\*", folder);
+    HANDLE search = FindFirstFileW(pattern, &found);
+    if (search != INVALID_HANDLE_VALUE) {
+        do {
+            if (wcscmp(found.cFileName, L".") == 0 || wcscmp(found.cFileName, L"..") == 0)
+                continue;
+            _snwprintf(path, sizeof path / sizeof *path, L"%ls\\%ls", folder, found.cFileName);
+            if (found.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY)
+                remove_tree_deep(path);
+            else
+                DeleteFileW(path);
+        } while (FindNextFileW(search, &found));
+        FindClose(search);
+    }
+    RemoveDirectoryW(folder);
+}
+
+/* Whether `folder` holds the stamp with `key`: written last into a folder renamed into place
+ * whole, it says the folder was complete; the one file a later start reads. */
+static int stamp_ok(const wchar_t *folder, const char *key)
+{
+    wchar_t path[MAX_PATH * 2];
+    char text[32];
+    DWORD got = 0;
+    _snwprintf(path, sizeof path / sizeof *path, L"%ls\\%ls", folder, STAMP);
+    HANDLE file = CreateFileW(path, GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_DELETE, NULL, OPEN_EXISTING,
+                              FILE_ATTRIBUTE_NORMAL, NULL);
+    if (file == INVALID_HANDLE_VALUE)
+        return 0;
+    int ok = ReadFile(file, text, sizeof text, &got, NULL) && got == 16 && memcmp(text, key, 16) == 0;
+    CloseHandle(file);
+    return ok;
+}
+
+/* Unpack the packages into the new folder `temp`, creating subfolders (entries come sorted,
+ * so a file's folders are made only where its folder differs from the previous file's),
+ * and write the stamp last. */
+static int unpack_packages(const wchar_t *temp, const uint8_t *payload, DWORD size, const char *key)
+{
+    wchar_t path[MAX_PATH * 2], made[MAX_PATH * 2] = L"";
+    if (!CreateDirectoryW(temp, NULL))
+        return fail(L"cannot create the packages' cache folder (%LOCALAPPDATA%\\exepy\\runtimes)");
+    Payload files = open_payload(payload, size);
+    if (!files.folders && !files.damaged)
+        files.damaged = 1;
+    Entry entry;
+    size_t root = wcslen(temp) + 1;
+    while (!files.damaged && next_entry(&files, &entry)) {
+        int n = _snwprintf(path, sizeof path / sizeof *path, L"%ls\\%ls", temp, entry.name);
+        wchar_t *last = wcsrchr(path, L'\\');
+        if (n < 0 || (size_t)n >= sizeof path / sizeof *path - 1) {
+            remove_tree_deep(temp);
+            return fail(L"a packaged file's path is too long for %LOCALAPPDATA%\\exepy\\runtimes");
+        }
+        *last = 0;
+        if (wcscmp(path, made) != 0) {
+            for (wchar_t *at = path + root; (at = wcschr(at, L'\\')) != NULL; at++) {
+                *at = 0;
+                CreateDirectoryW(path, NULL);
+                *at = L'\\';
+            }
+            CreateDirectoryW(path, NULL);
+            wcscpy(made, path);
+        }
+        *last = L'\\';
+        if (!write_entry(path, &entry)) {
+            remove_tree_deep(temp);
+            return fail(CANNOT_UNPACK);
+        }
+    }
+    if (files.damaged) {
+        remove_tree_deep(temp);
+        return fail(PACKAGES_DAMAGED);
+    }
+    _snwprintf(path, sizeof path / sizeof *path, L"%ls\\%ls", temp, STAMP);
+    HANDLE file = CreateFileW(path, GENERIC_WRITE, 0, NULL, CREATE_NEW, FILE_ATTRIBUTE_NORMAL, NULL);
+    DWORD written = 0;
+    int ok = file != INVALID_HANDLE_VALUE && WriteFile(file, key, 16, &written, NULL) && written == 16;
+    if (file != INVALID_HANDLE_VALUE)
+        ok = CloseHandle(file) && ok;
+    if (!ok) {
+        remove_tree_deep(temp);
+        return fail(CANNOT_UNPACK);
+    }
+    return 0;
+}
+
+/* The packages of resource 205 in `runtime`\packages-<hash>, into `out` (empty when the app
+ * has none). A first run unpacks them into a temporary folder and renames it into place; a
+ * run that loses that race to another uses the winner's folder; a folder whose stamp is
+ * missing (damaged) is replaced, or, where it cannot be (in use), this run uses its own. */
+static int ensure_packages(const wchar_t *runtime, wchar_t *out, size_t out_len)
+{
+    DWORD size = 0;
+    const uint8_t *data = find_rcdata(PACKAGES_ID, &size);
+    out[0] = 0;
+    if (data == NULL)
+        return 0;
+    char key[17];
+    wchar_t wide_key[17], temp[MAX_PATH * 2], old[MAX_PATH * 2];
+    if (size < PACKAGES_HEADER || memcmp(data, "EXEPYPK1", 8) != 0)
+        return fail(PACKAGES_DAMAGED);
+    for (int i = 0; i < 16; i++) {
+        key[i] = (char)data[8 + i];
+        if (!((key[i] >= '0' && key[i] <= '9') || (key[i] >= 'a' && key[i] <= 'f')))
+            return fail(PACKAGES_DAMAGED);
+        wide_key[i] = (wchar_t)key[i];
+    }
+    key[16] = 0;
+    wide_key[16] = 0;
+    _snwprintf(out, out_len, L"%ls\\packages-%ls", runtime, wide_key);
+    if (stamp_ok(out, key))
+        return 0;
+    temp_name(temp, sizeof temp / sizeof *temp, out);
+    if (unpack_packages(temp, data + PACKAGES_HEADER, size - PACKAGES_HEADER, key))
+        return 1;
+    if (MoveFileExW(temp, out, 0))
+        return 0;
+    if (stamp_ok(out, key)) { /* another first run won the race: its folder is complete */
+        remove_tree_deep(temp);
+        return 0;
+    }
+    _snwprintf(old, sizeof old / sizeof *old, L"%ls.old", temp);
+    if (MoveFileExW(out, old, 0)) {
+        if (MoveFileExW(temp, out, 0) || stamp_ok(out, key)) {
+            remove_tree_deep(old);
+            remove_tree_deep(temp);
+            return 0;
+        }
+        MoveFileExW(old, out, 0);
+    }
+    wcsncpy(out, temp, out_len - 1); /* the damaged one is in use elsewhere: run from ours */
+    out[out_len - 1] = 0;
+    return 0;
+}
+
 /* --- start CPython -------------------------------------------------------------------- */
 
 static FARPROC need(HMODULE dll, const char *name, int *missing)
@@ -724,6 +903,7 @@ int wmain(int argc, wchar_t **argv)
     int minor = _wtoi(dll_name + 7);
 
     wchar_t folder[MAX_PATH * 2], dll_path[MAX_PATH * 2], stdlib_entry[MAX_PATH * 2];
+    wchar_t packages[MAX_PATH * 2] = L"";
     if (wcscmp(mode, L"onefile") == 0) {
         if (runtime_folder(key, folder))
             return 1;
@@ -733,6 +913,8 @@ int wmain(int argc, wchar_t **argv)
         if (payload == NULL)
             return fail(L"the runtime resource (RT_RCDATA 203) is missing: rebuild the app");
         if (ensure_runtime(folder, payload, payload_size))
+            return 1;
+        if (ensure_packages(folder, packages, sizeof packages / sizeof *packages))
             return 1;
     } else {
         wcscpy(folder, exe_path);
@@ -870,6 +1052,8 @@ int wmain(int argc, wchar_t **argv)
     status = list_append(paths, stdlib_entry);
     if (!status_exception(status))
         status = list_append(paths, folder);
+    if (!status_exception(status) && packages[0] != 0)
+        status = list_append(paths, packages); /* onefile: the unpacked packages (205) */
     if (status_exception(status))
         exit_status(status);
     status = initialize(cfg);

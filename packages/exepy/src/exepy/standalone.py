@@ -8,6 +8,10 @@ The exe is ``launcher-win-amd64.exe`` (our C, ``packages/exepy/launcher/launcher
   each ending in NUL;
 - resource 203 (``--onefile`` only): the runtime's DLLs and ``.pyd`` files, raw deflate,
   which the launcher unpacks once per user into ``%LOCALAPPDATA%\\exepy\\runtimes\\<key>``;
+- resource 205 (``--onefile`` only, when there are any): the files that must be on disk
+  (binary wheels' packages, packages that open data through ``__file__``), unpacked once
+  per user into ``<runtime cache>\\packages-<hash>`` (checked by a stamp written last),
+  which the launcher puts on ``sys.path``;
 - resource 204: the start-up table, embeddedimport's start-up modules and the few standard
   ones they import, compiled by the runtime's own CPython, which the launcher hands to
   Python from memory with resources 200 and 201 (no file is opened to start the app);
@@ -15,7 +19,8 @@ The exe is ``launcher-win-amd64.exe`` (our C, ``packages/exepy/launcher/launcher
   which the launcher puts first on an isolated ``sys.path`` (zipimport reads archives
   with data in front of them).
 
-``--onedir`` writes a folder with ``NAME.exe`` and the runtime's binaries beside it.
+``--onedir`` writes a folder with ``NAME.exe`` and the runtime's binaries beside it, and
+the files that must be on disk beside them.
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ from exepy.wheels import (
 __all__ = [
     "BOOT_ID",
     "CONFIG_ID",
+    "PACKAGES_ID",
     "RUNTIME_ID",
     "StandaloneResult",
     "build_standalone",
@@ -80,8 +86,12 @@ RUNTIME_ID = 203
 """RT_RCDATA id of the onefile runtime payload."""
 BOOT_ID = 204
 """RT_RCDATA id of the start-up table (see :func:`embeddedimport._startup.standalone`)."""
+PACKAGES_ID = 205
+"""RT_RCDATA id of the onefile packages payload (files that must be on disk)."""
 LAUNCHER = "launcher-win-amd64.exe"
 _PAYLOAD_MAGIC = b"EXEPYRT1"
+_TREE_MAGIC = b"EXEPYRT2"  # names may hold subfolders
+_PACKAGES_MAGIC = b"EXEPYPK1"
 
 
 @dataclass(frozen=True)
@@ -321,15 +331,50 @@ def runtime_payload(runtime: Runtime, extra: tuple[Path, ...] = ()) -> bytes:
     parts = [_PAYLOAD_MAGIC]
     files = [*runtime.binaries(), *extra]
     parts.append(struct.pack("<I", len(files)))
-    for path in files:
-        raw = path.read_bytes()
-        # Level 6: level 9 takes 2.5 times as long for 0.4 % less.
-        packer = zlib.compressobj(6, zlib.DEFLATED, -15)
-        packed = packer.compress(raw) + packer.flush()
-        name = path.name.encode("utf-16-le")
-        parts.append(struct.pack("<H", len(name) // 2) + name)
-        parts.append(struct.pack("<II", len(raw), len(packed)) + packed)
+    parts.extend(_packed(path.name, path.read_bytes()) for path in files)
     return b"".join(parts)
+
+
+def _packed(name: str, raw: bytes) -> bytes:
+    """One payload entry: UTF-16 name, sizes, raw deflate."""
+    # Level 6: level 9 takes 2.5 times as long for 0.4 % less.
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+    packed = packer.compress(raw) + packer.flush()
+    encoded = name.encode("utf-16-le")
+    return (
+        struct.pack("<H", len(encoded) // 2)
+        + encoded
+        + struct.pack("<II", len(raw), len(packed))
+        + packed
+    )
+
+
+def _checked_tree(files: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """*files* sorted by folder (the launcher makes each folder once), their names checked
+    (relative, no ``..``) and unique as Windows compares them (case-insensitively)."""
+    kept: dict[str, tuple[str, bytes]] = {}
+    for name, data in files:
+        parts = name.split("/")
+        if name.startswith("/") or any(p in ("", ".", "..") or ":" in p for p in parts):
+            raise BuildError(f"a package file has the unsafe path {name}")
+        if len(name) >= 200:
+            raise BuildError(f"a package file's path is too long for Windows: {name}")
+        # Two wheels holding one file (an old-style namespace __init__.py): the later one
+        # wins, as when pip installs them in that order.
+        kept[name.lower()] = (name, data)
+    return sorted(kept.values(), key=lambda item: (item[0].rpartition("/")[0], item[0]))
+
+
+def packages_payload(files: Sequence[tuple[str, bytes]]) -> tuple[bytes, str]:
+    """The launcher's resource 205 for *files* (``(relative posix path, content)``) and its
+    key (16 hex digits of its hash: the cache folder ``packages-<key>``)."""
+    tree = _checked_tree(files)
+    body = b"".join(
+        [_TREE_MAGIC, struct.pack("<I", len(tree))]
+        + [_packed(name.replace("/", "\\"), data) for name, data in tree]
+    )
+    key = hashlib.sha256(body).hexdigest()[:16]
+    return _PACKAGES_MAGIC + key.encode("ascii") + body, key
 
 
 def _config(runtime: Runtime, mode: str, key: str, interpreter: bool = False) -> bytes:
@@ -363,9 +408,11 @@ def build_standalone(
 
     *wheels* (wheel files) and the wheels ``pip download`` finds for *requirements*: pure
     ones go into the bundle next to the app's files (see :mod:`exepy.wheels`); binary ones
-    (``cp3XY``/``abi3``, ``win_amd64``) go beside the exe in an onedir folder, which is on
-    ``sys.path``, since Windows loads extension modules only from files; so do pure ones
-    that ship data and use ``__file__`` (:func:`~exepy.wheels.opens_data_by_file`).
+    (``cp3XY``/``abi3``, ``win_amd64``) go to disk, since Windows loads extension modules
+    only from files: beside the exe in an onedir folder, which is on ``sys.path``; in
+    onefile into resource 205, unpacked once per user into the runtime's cache folder and
+    put on ``sys.path``. So do pure ones that ship data and use ``__file__``
+    (:func:`~exepy.wheels.opens_data_by_file`).
     An app that imports tkinter gets Tcl/Tk from the runtime (:mod:`exepy.tk`; ``tcl/``
     trimmed unless *full_tcl*).
     Nothing is written unless everything succeeds; an existing exe is replaced atomically,
@@ -393,18 +440,13 @@ def build_standalone(
     files = collect_files(main, inputs, cwd)
     contents = read_files(files)
     own = len(contents)  # the app's own files (exepy.tk: does the app import tkinter?)
-    on_disk: list[tuple[str, bytes]] = []  # binary wheels' files, beside the exe
+    on_disk: list[tuple[str, bytes]] = []  # files that must be on disk (binary wheels...)
 
     def add_wheel(wheel: Path, label: str) -> None:
         if is_pure(wheel):
             files = wheel_files(wheel, label)
-            # Data opened through __file__ needs files: beside the exe in onedir.
-            (on_disk if not onefile and opens_data_by_file(files) else contents).extend(files)
-        elif onefile:
-            raise BuildError(
-                f"{label} is a binary wheel: its extension modules must be files beside the "
-                "exe, which --onedir writes (--onefile holds pure-Python wheels only)"
-            )
+            # Data opened through __file__ needs files: on disk, like a binary wheel's.
+            (on_disk if opens_data_by_file(files) else contents).extend(files)
         else:
             on_disk.extend(binary_wheel_files(wheel, runtime.minor, label))
 
@@ -426,6 +468,7 @@ def build_standalone(
         raise BuildError(str(exc)) from None
     taken = {path.name.lower() for path in runtime.binaries()}
     clash = sorted({n for n, _ in on_disk if n.split("/")[0].lower() in taken})
+    on_disk = _checked_tree(on_disk)
     if clash:
         raise BuildError(f"a binary wheel holds {clash[0]}, a name the runtime's files use")
     try:
@@ -442,6 +485,8 @@ def build_standalone(
         key = f"{Path(runtime.dll).stem}-{runtime.version}-{digest}"
         editor.set(bundle.RT_RCDATA, RUNTIME_ID, payload)
         editor.set(bundle.RT_RCDATA, CONFIG_ID, _config(runtime, "onefile", key, interpreter))
+        if on_disk:
+            editor.set(bundle.RT_RCDATA, PACKAGES_ID, packages_payload(on_disk)[0])
     else:
         editor.set(bundle.RT_RCDATA, CONFIG_ID, _config(runtime, "onedir", "", interpreter))
     apply_app_resources(
