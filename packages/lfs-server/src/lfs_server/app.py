@@ -17,9 +17,9 @@ from werkzeug.exceptions import HTTPException
 from lfs_server import batch_api, locks_api, ops_api, transfer_api
 from lfs_server.authcache import KEY_ENV as AUTH_CACHE_KEY_ENV
 from lfs_server.authcache import SharedAuthCache
-from lfs_server.config import Config
 from lfs_server.backends import open_locks, open_store
 from lfs_server.backends.base import DatabaseUnavailable, StoreUnavailable, UnsafeStorePath
+from lfs_server.config import Config
 from lfs_server.loginlimit import LoginLimiter
 from lfs_server.metrics import Metrics
 from lfs_server.sqlitewal import classify_db_error

@@ -114,11 +114,10 @@ def _answer(
     elif stored != size:
         entry.pop("authenticated")
         entry["error"] = {"code": 422, "message": f"object {oid} is {stored} bytes, not {size}"}
-    elif svc.config.storage == "s3" and svc.config.s3_transfer == "direct":
-        # LFS_S3_TRANSFER=direct: the client fetches from the store with a presigned URL
-        # (no credentials of ours in it; it expires with the action).
-        presign = getattr(svc.store, "presigned_get")  # noqa: B009 (S3Store only)
-        entry["actions"] = {"download": {"href": presign(repo, oid, ttl), "expires_in": ttl}}
+    elif direct := svc.store.direct_download_url(repo, oid, ttl):
+        # The store hands out its own URL (S3 with LFS_S3_TRANSFER=direct: presigned, no
+        # credentials of ours in it, expiring with the action).
+        entry["actions"] = {"download": {"href": direct, "expires_in": ttl}}
     else:
         entry["actions"] = {"download": action(f"{base}/objects/{oid}", "download")}
     return entry

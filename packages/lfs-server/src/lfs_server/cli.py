@@ -14,12 +14,13 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from lfs_server import _clikit, ssh
 from lfs_server.config import ENV_VARS, Config, ConfigError
 
 if TYPE_CHECKING:
+    from lfs_server.backends.s3 import S3Store
     from lfs_server.storage import ObjectStore
 
 CliError = _clikit.CliError
@@ -233,8 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _config(args: argparse.Namespace, must_exist: bool = False, **extra: object) -> Config:
     config = Config.from_env(None, data_dir=getattr(args, "data", None), **extra)
     # With users in PostgreSQL and objects in S3 a node may have no data folder of its own.
-    remote = bool(config.database_url) or config.storage != "local"
-    if must_exist and not config.root.is_dir() and not remote:
+    from lfs_server.backends import node_local
+
+    if must_exist and not config.root.is_dir() and node_local(config):
         raise CliError(
             f"data directory {config.root} does not exist; give the server's data folder"
             " with --data DIR (or LFS_DATA_DIR)"
@@ -391,7 +393,7 @@ def _fsck(args: argparse.Namespace) -> int:
     config = _config(args, must_exist=True)
     store = open_store(config)
     if args.repo is not None:
-        _check_repo_exists(store, args.repo, config)
+        _check_repo_exists(store, args.repo)
     aborted = store.cleanup()
     if aborted:
         print(f"aborted {aborted} unfinished upload(s) left by stopped nodes")
@@ -413,7 +415,7 @@ def _fsck(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def _check_repo_exists(store: ObjectStore, repo: str, config: Config) -> None:
+def _check_repo_exists(store: ObjectStore, repo: str) -> None:
     """Raise CliError unless *repo* was created in *store* or holds objects there.
 
     Locally a repository is its folder. On S3 it is the marker key written when it was
@@ -426,7 +428,7 @@ def _check_repo_exists(store: ObjectStore, repo: str, config: Config) -> None:
     name = normalize_repo(repo)
     if store.repo_exists(name) or next(iter(store.iter_objects(name)), None) is not None:
         return
-    where = f"bucket {config.s3_bucket}" if config.storage == "s3" else str(config.repos_dir)
+    where = store.location
     known = store.list_repos()
     shown = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
     raise CliError(
@@ -438,9 +440,8 @@ def _check_repo_exists(store: ObjectStore, repo: str, config: Config) -> None:
 
 @_handler
 def _migrate(args: argparse.Namespace) -> int:
+    from lfs_server.backends import open_store
     from lfs_server.migrate import migrate_to_s3
-    from lfs_server.s3store import S3Store
-    from lfs_server.storage import Store
 
     config = _config(args)
     if not config.s3_bucket:
@@ -450,8 +451,8 @@ def _migrate(args: argparse.Namespace) -> int:
         )
     if not config.repos_dir.is_dir():
         raise CliError(f"no local store at {config.repos_dir}")
-    source = Store(config.repos_dir, config.tmp_dir)
-    dest = S3Store.from_config(config)
+    source = open_store(config, "local")
+    dest = cast("S3Store", open_store(config, "s3"))
     dest.check()
     bar: Any = None
     if _clikit.progress_enabled(args):

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
-from lfs_server.storage import ObjectStore, StoredObject, VerifyError
+from lfs_server.backends.base import ObjectStore, StoredObject, VerifyError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
-from lfs_server.locks import Lock, LockExists
+from lfs_server.backends.base import Lock, LockExists
 from lfs_server.validation import (
     ApiError,
     normalize_lock_path,

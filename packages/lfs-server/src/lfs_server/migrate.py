@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from lfs_server.storage import Store, StoredObject, VerifyError
+from lfs_server.backends.base import ObjectStore, StoredObject, VerifyError
+
+if TYPE_CHECKING:
+    from lfs_server.backends.s3 import S3Store
 
 
 @dataclasses.dataclass
@@ -26,15 +30,13 @@ class MigrateReport:
 
 
 def migrate_to_s3(
-    source: Store,
-    dest: object,
+    source: ObjectStore,
+    dest: S3Store,
     repo: str | None = None,
     progress: Callable[[StoredObject, str], None] | None = None,
 ) -> MigrateReport:
-    """Copy every object of *source* (one repo, or all) into the S3 store *dest*."""
-    from lfs_server.s3store import S3Store
-
-    assert isinstance(dest, S3Store)
+    """Copy every object of *source* (a local store: one repo, or all) into the S3 store
+    *dest*."""
     report = MigrateReport()
     repos = [repo] if repo else source.list_repos()
     for name in repos:

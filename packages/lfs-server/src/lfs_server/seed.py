@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from lfs_server.storage import VerifyError, open_regular, sha256_file
+from lfs_server.backends.base import VerifyError
+from lfs_server.backends.shared import open_regular, sha256_file
 from lfs_server.validation import OID_RE, ApiError, normalize_repo
 
 SEED_OBJECTS = ".objects"

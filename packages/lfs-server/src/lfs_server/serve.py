@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import TextIO
 
 from lfs_server.authcache import KEY_ENV as AUTH_CACHE_KEY_ENV
+from lfs_server.backends import check_components as check_backends
+from lfs_server.backends.base import ObjectStore, StoreUnavailable
 from lfs_server.config import Config, parse_listen
 from lfs_server.fsmode import make_dir
 from lfs_server.nginx import find_nginx, render_nginx_config, socket_path
-from lfs_server.storage import ObjectStore, StoreUnavailable, open_store
 from lfs_server.tokens import load_or_create_key, proxy_secret
 
 
@@ -90,12 +91,7 @@ def check_components(config: Config) -> ObjectStore:
     Only the imports are checked: a bucket or database that does not answer yet does not
     stop serving (the app answers 503 until it does).
     """
-    store = open_store(config)  # on S3: imports boto3 and builds a client; sends no request
-    if config.database_url:
-        from lfs_server.pgdb import _psycopg
-
-        _psycopg()
-    return store
+    return check_backends(config)  # on S3: imports boto3 and builds a client; sends no request
 
 
 def check_listen_free(listen: str) -> None:

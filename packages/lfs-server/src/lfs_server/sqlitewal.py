@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import sqlite3
 import time
 from pathlib import Path
@@ -42,3 +44,23 @@ def connect_shared(path: Path, timeout: float, schema: str) -> sqlite3.Connectio
     conn.execute("PRAGMA synchronous=OFF")
     conn.executescript(schema)
     return conn
+
+
+# Below this much free space an SQLite I/O error is taken for a full disk: SQLite reports
+# a full tmpfs as SQLITE_IOERR_SHMSIZE or _WRITE rather than SQLITE_FULL.
+_NEARLY_FULL = 1 << 20
+
+
+def classify_db_error(exc: sqlite3.Error, db_path: Path) -> str | None:
+    """'busy' (another writer holds the database), 'full' (no disk space) or None."""
+    name = getattr(exc, "sqlite_errorname", "")
+    text = str(exc).lower()
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "database is locked" in text:
+        return "busy"
+    if name.startswith("SQLITE_FULL") or "disk is full" in text:
+        return "full"
+    if name.startswith("SQLITE_IOERR") or "disk i/o error" in text:
+        with contextlib.suppress(OSError):
+            if shutil.disk_usage(db_path.parent).free < _NEARLY_FULL:
+                return "full"
+    return None

@@ -20,17 +20,18 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, BinaryIO
 
-from lfs_server.locks import DatabaseUnavailable, Lock, LockExists, classify_db_error, open_lock_db
-from lfs_server.pktline import DELIM, FLUSH, MAX_PAYLOAD, PktLineError, PktReader, PktWriter
-from lfs_server.storage import (
+from lfs_server.backends import open_locks, open_store
+from lfs_server.backends.base import (
     CHUNK,
-    Store,
+    DatabaseUnavailable,
+    Lock,
+    LockExists,
+    ObjectReader,
     StoreUnavailable,
     UnsafeStorePath,
     VerifyError,
-    open_regular,
-    open_store,
 )
+from lfs_server.pktline import DELIM, FLUSH, MAX_PAYLOAD, PktLineError, PktReader, PktWriter
 from lfs_server.users import level_rank
 from lfs_server.validation import (
     HASH_ALGO,
@@ -45,10 +46,8 @@ from lfs_server.validation import (
 )
 
 if TYPE_CHECKING:
+    from lfs_server.backends.base import LockStore, ObjectStore
     from lfs_server.config import Config
-    from lfs_server.locks import LockDB
-    from lfs_server.pgdb import PgLockDB
-    from lfs_server.storage import ObjectStore
 
 CAPABILITIES = ("version=1", "locking")
 
@@ -130,7 +129,7 @@ class Session:
         self.store: ObjectStore = open_store(config)
         # As `create_app` does: a fresh data dir has no tmp dir (uploads spool there).
         self.store.tmp_dir.mkdir(parents=True, exist_ok=True)
-        self._locks: LockDB | PgLockDB | None = None
+        self._locks: LockStore | None = None
         self._repo_known = False
 
     # Framing ------------------------------------------------------------------------
@@ -261,7 +260,7 @@ class Session:
         except UnsafeStorePath as exc:
             raise ApiError(403, f"refused, nothing stored: {exc}") from None
         except sqlite3.Error as exc:
-            kind = classify_db_error(exc, self.config.locks_path)
+            kind = None if self._locks is None else self._locks.classify_error(exc)
             if kind == "busy":
                 raise ApiError(
                     503, "the lock database is busy; nothing was changed, retry"
@@ -423,17 +422,11 @@ class Session:
         self.writer.delim()
 
     @contextlib.contextmanager
-    def _open_object(self, oid: str) -> Iterator[BinaryIO]:
-        if isinstance(self.store, Store):
-            try:  # never a link planted in the store (stored_size checked; this holds it)
-                fd = open_regular(self.store.object_path(self.repo, oid))
-            except VerifyError as exc:
-                raise ApiError(403, f"refused: object {oid} in the store: {exc}") from None
-            with open(fd, "rb") as fh:
-                yield fh
-            return
-        answer = self.store.open_object(self.repo, oid)  # type: ignore[attr-defined]
-        body = answer["Body"]
+    def _open_object(self, oid: str) -> Iterator[ObjectReader]:
+        try:  # never a link planted in the store (stored_size checked; this holds it)
+            body = self.store.open_object(self.repo, oid)
+        except UnsafeStorePath as exc:
+            raise ApiError(403, f"refused: {exc}") from None
         try:
             yield body
         finally:
@@ -454,9 +447,9 @@ class Session:
     # Locks --------------------------------------------------------------------------
 
     @property
-    def locks(self) -> LockDB | PgLockDB:
+    def locks(self) -> LockStore:
         if self._locks is None:
-            self._locks = open_lock_db(self.config)
+            self._locks = open_locks(self.config)
         return self._locks
 
     @staticmethod

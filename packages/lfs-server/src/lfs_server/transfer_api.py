@@ -14,12 +14,20 @@ import re
 import stat
 import tempfile
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from flask import Blueprint, Response, g, request, send_file
+from flask import Blueprint, Response, g, request
+from werkzeug.exceptions import RequestedRangeNotSatisfiable
 
-from lfs_server.storage import Store, UnsafeStorePath, VerifyError
+from lfs_server.backends.base import (
+    CHUNK,
+    LOCAL_LOCATION,
+    S3_LOCATION,
+    ObjectReader,
+    UnsafeStorePath,
+    VerifyError,
+)
 from lfs_server.validation import ApiError, check_oid, parse_size_text, parse_verify
 from lfs_server.web import (
     authorize_action,
@@ -32,11 +40,10 @@ from lfs_server.web import (
 
 bp = Blueprint("transfer", __name__)
 
-STORE_LOCATION = "/_lfs_store/"
-# nginx's internal location that streams an object from S3 (LFS_STORAGE=s3, proxy mode).
-S3_LOCATION = "/_lfs_s3/"
-# How long the presigned URL handed to nginx stays valid (nginx uses it at once).
-S3_URL_SECONDS = 300
+# nginx's internal locations (nginx.py writes them): the local store's folder, and the
+# proxy that streams an object from S3 (LFS_STORAGE=s3, proxy mode).
+STORE_LOCATION = LOCAL_LOCATION
+__all__ = ["S3_LOCATION", "STORE_LOCATION", "UPLOAD_CHECK_PATH", "bp", "check_upload"]
 BODY_FILE_HEADER = "X-Lfs-Body-File"
 UPLOAD_CHECK_PATH = "/_lfs/upload-check"
 # The upload URL as nginx's upload location matches it: repo, oid, size.
@@ -56,47 +63,48 @@ def download(repo: str, oid: str) -> Response:
     if size is None:
         raise ApiError(404, f"object {oid} does not exist in {repo!r}")
     g.object_bytes = size
-    if not isinstance(svc.store, Store):
-        return _s3_download(repo, oid)
     if svc.config.body_mode == "nginx":
+        if request.method == "HEAD":
+            # Answered here: nginx would fetch the object (an S3 URL is signed for GET only).
+            response = Response(status=200, mimetype="application/octet-stream")
+            response.headers["Content-Length"] = str(size)
+            response.headers["Accept-Ranges"] = "bytes"
+            return response
         response = Response(status=200, mimetype="application/octet-stream")
-        response.headers["X-Accel-Redirect"] = STORE_LOCATION + svc.store.relative_path(repo, oid)
+        response.headers["X-Accel-Redirect"] = svc.store.nginx_redirect(repo, oid)
         return response
-    return send_file(
-        svc.store.object_path(repo, oid), mimetype="application/octet-stream", conditional=True
-    )
+    return _stream(repo, oid, size)
 
 
-def _s3_download(repo: str, oid: str) -> Response:
-    """An object in S3: nginx streams it from a presigned URL, or (no nginx) Flask does."""
-    from lfs_server.s3store import S3Store
-
-    svc = services()
-    store = svc.store
-    assert isinstance(store, S3Store)
-    if svc.config.body_mode == "nginx" and request.method == "HEAD":
-        # The presigned URL is for GET only: the app answers a HEAD itself.
-        response = Response(status=200, mimetype="application/octet-stream")
-        response.headers["Content-Length"] = str(g.object_bytes)
-        response.headers["Accept-Ranges"] = "bytes"
-        return response
-    if svc.config.body_mode == "nginx":
-        # The URL lives only inside nginx for the moment of this request.
-        url = urlsplit(store.presigned_get(repo, oid, S3_URL_SECONDS))
-        response = Response(status=200, mimetype="application/octet-stream")
-        response.headers["X-Accel-Redirect"] = f"{S3_LOCATION}{url.path.lstrip('/')}?{url.query}"
-        return response
-    answer = store.open_object(repo, oid, request.headers.get("Range"))
-    headers = {"Content-Length": str(answer["ContentLength"]), "Accept-Ranges": "bytes"}
-    if answer.get("ContentRange"):
-        headers["Content-Range"] = answer["ContentRange"]
+def _stream(repo: str, oid: str, size: int) -> Response:
+    """The object's bytes through the app (no nginx): whole, or the one Range asked for."""
+    start, stop, status = 0, size, 200
+    if request.range is not None:
+        part = request.range.range_for_length(size)
+        if part is None:  # past the end, or several ranges (multipart is not offered)
+            raise RequestedRangeNotSatisfiable(length=size)
+        (start, stop), status = part, 206
+    headers = {"Content-Length": str(stop - start), "Accept-Ranges": "bytes"}
+    if status == 206:
+        headers["Content-Range"] = f"bytes {start}-{stop - 1}/{size}"
+    if request.method == "HEAD":
+        return Response(status=status, mimetype="application/octet-stream", headers=headers)
+    body = services().store.open_object(repo, oid, start, stop if status == 206 else None)
     return Response(
-        answer["Body"].iter_chunks(1 << 20),
-        status=206 if answer.get("ContentRange") else 200,
+        _chunks(body),
+        status=status,
         mimetype="application/octet-stream",
         headers=headers,
         direct_passthrough=True,
     )
+
+
+def _chunks(body: ObjectReader) -> Iterator[bytes]:
+    try:
+        while chunk := body.read(CHUNK):
+            yield chunk
+    finally:
+        body.close()
 
 
 def check_upload(

@@ -1,39 +1,31 @@
-"""Users and their per-repository permissions: the model and the users file live in
-`userbase` (re-exported here); `load_users` picks the file or PostgreSQL."""
+"""Users and their grants: the names other modules have imported from here, kept.
+
+The model lives in `lfs_server.backends.base`, the stores in `lfs_server.backends`
+(`userfile.UserDB`, `postgres.PgUserDB`), chosen by `backends.open_users`.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from lfs_server.userbase import (
+from lfs_server.backends import open_users as load_users
+from lfs_server.backends.base import (
     LEVELS,
     User,
-    UserDB,
     UsersError,
+    UserStore,
     check_name,
     level_rank,
     parse_grant,
 )
-
-if TYPE_CHECKING:
-    from lfs_server.config import Config
+from lfs_server.backends.userfile import UserDB
 
 __all__ = [
     "LEVELS",
     "User",
     "UserDB",
+    "UserStore",
     "UsersError",
     "check_name",
     "level_rank",
     "load_users",
     "parse_grant",
 ]
-
-
-def load_users(config: Config) -> UserDB:
-    """The users *config* names: PostgreSQL (LFS_DATABASE_URL) or the users file."""
-    if config.database_url:
-        from lfs_server.pgdb import PgUserDB
-
-        return PgUserDB.load_url(config.database_url)
-    return UserDB.load(config.users_path)

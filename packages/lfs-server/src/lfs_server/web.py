@@ -13,23 +13,25 @@ import hmac
 import json
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flask import Response, current_app, g, request
 
 from lfs_server.authcache import SharedAuthCache
+from lfs_server.backends import open_users
+from lfs_server.backends.base import (
+    DatabaseUnavailable,
+    LockStore,
+    ObjectStore,
+    UserStore,
+    level_rank,
+)
 from lfs_server.config import Config
-from lfs_server.locks import DatabaseUnavailable, LockDB
 from lfs_server.loginlimit import LoginLimiter
 from lfs_server.metrics import Metrics
 from lfs_server.ssh import api_token_user
-from lfs_server.storage import ObjectStore
 from lfs_server.tokens import TokenError, TokenSigner
-from lfs_server.users import UserDB, level_rank, load_users
 from lfs_server.validation import ApiError, normalize_repo
-
-if TYPE_CHECKING:
-    from lfs_server.pgdb import PgLockDB
 
 MEDIA_TYPE = "application/vnd.git-lfs+json"
 REALM = "lfs-server"
@@ -43,15 +45,12 @@ class Services:
     config: Config
     store: ObjectStore
     signer: TokenSigner
-    locks: LockDB | PgLockDB
+    locks: LockStore
     proxy_secret: str
     metrics: Metrics
     shared_auth: SharedAuthCache | None = None
     login_limiter: LoginLimiter | None = None
-    _users: UserDB | None = None
-    _users_mtime: float = -1.0
-    _users_checked: float = -1.0
-    _users_version: Any = None
+    _users: UserStore | None = None
     _auth_cache: dict[str, tuple[float, str]] = dataclasses.field(default_factory=dict)
     _known_repos: set[str] = dataclasses.field(default_factory=set)
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
@@ -77,35 +76,18 @@ class Services:
             with self._lock:
                 self._known_repos.add(repo)
 
-    def users(self) -> UserDB:
+    def users(self) -> UserStore:
         """The users (file or database), re-read when the CLI has changed them."""
-        if self.config.database_url:
-            # Users in PostgreSQL: a version counter, read at most once a second, tells
-            # every node about a change made through any of them.
-            now = time.monotonic()
-            if self._users is not None and now - self._users_checked < 1.0:
-                return self._users
-            if self._users_version is None:
-                from lfs_server.pgdb import PgUsersVersion
-
-                self._users_version = PgUsersVersion(self.config.database_url)
-            try:
-                mtime = float(self._users_version())
-            except DatabaseUnavailable:
-                if self._users is None:
-                    raise
-                # The database is away: logins go on with the users known a moment ago.
-                return self._users
-            self._users_checked = now
-        else:
-            try:
-                mtime = self.config.users_path.stat().st_mtime
-            except FileNotFoundError:
-                mtime = 0.0
         with self._lock:
-            if self._users is None or mtime != self._users_mtime:
-                self._users = load_users(self.config)
-                self._users_mtime = mtime
+            if self._users is None:
+                self._users = open_users(self.config)
+                return self._users
+            try:
+                changed = self._users.refresh()
+            except DatabaseUnavailable:
+                # The database is away: logins go on with the users known a moment ago.
+                changed = False
+            if changed:
                 self._auth_cache.clear()
             return self._users
 
