@@ -2,6 +2,7 @@
 """Benchmark standalone exepy apps' start-up under Wine against the runtime's own python.exe.
 
     tools/bench/exepy_standalone.py [--runtime 3.13] [--repeats 15]
+    tools/bench/exepy_standalone.py --numpy [--runtime 3.13] [--repeats 11]
 
 One fresh Wine prefix (no Python installed) with a persistent wineserver; every program
 runs with pipes for stdio (CPython under Wine 8 needs them). Measured in the same run,
@@ -17,6 +18,14 @@ too, because on a shared, loaded machine wall times mostly measure the wait for 
 
 Goals (issue 12): onedir <= 1.2x, onefile after the first run <= 1.3x, the onefile
 hello <= 12 MB.
+
+``--numpy`` (issue 22): a numpy app (array math and a LAPACK call; numpy 2.1.3 from PyPI's
+win_amd64 wheel, the last that Wine 8 runs) built ``--onedir`` and ``--onefile`` (numpy in
+resource 205, unpacked once per user). Baseline: the ``--onedir`` app; measured, interleaved:
+the ``--onefile`` app after its first run (goal <= 1.1x), then the first runs: ``--onefile``
+with the per-user cache emptied (unpacks the runtime and numpy, CPython writes numpy's
+bytecode) against ``--onedir`` with its ``__pycache__`` folders removed (writes the
+bytecode only): the difference is the unpack. Sizes of both forms are printed.
 """
 
 from __future__ import annotations
@@ -41,6 +50,14 @@ from exepy import runtime, standalone  # noqa: E402
 
 GOALS = {"onedir": 1.2, "onefile": 1.3}
 SIZE_GOAL = 12_000_000
+NUMPY_GOAL = 1.1
+NUMPY_APP = """\
+import numpy as np
+
+a = np.array([[3.0, 1.0], [1.0, 2.0]])
+print(np.linalg.solve(a, np.array([9.0, 8.0])).tolist(), round(float(np.linalg.det(a)), 6))
+"""
+NUMPY_OUT = b"[2.0, 3.0] 5.0"
 
 
 def _wine() -> tuple[str, str]:
@@ -78,16 +95,114 @@ def _timed(wine: str, env: dict[str, str], args: list[str], expect: bytes) -> tu
     return elapsed, cpu
 
 
+def _prefix(work: Path) -> dict[str, str]:
+    prefix = work / "prefix"
+    prefix.mkdir()
+    return {
+        **os.environ,
+        "WINEPREFIX": str(prefix),
+        "WINEDEBUG": "-all",
+        "WINEDLLOVERRIDES": "mscoree,mshtml=",
+        "DISPLAY": "",
+    }
+
+
+def _tree_size(folder: Path) -> tuple[int, int]:
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def numpy_bench(found: runtime.Runtime, repeats: int, first_runs: int) -> int:
+    """The ``--numpy`` measurement (see the module's docstring)."""
+    wine, server = _wine()
+    with tempfile.TemporaryDirectory(prefix="exepy-bench-numpy-") as folder:
+        work = Path(folder)
+        (work / "app.py").write_text(NUMPY_APP)
+        (work / "requirements.txt").write_text("numpy==2.1.3\n")
+        common = {"runtime": found, "cwd": work, "requirements": Path("requirements.txt")}
+        onedir = standalone.build_standalone(work / "dist", Path("app.py"), **common)  # type: ignore[arg-type]
+        onefile = standalone.build_standalone(
+            work / "app.exe",
+            Path("app.py"),
+            onefile=True,
+            **common,  # type: ignore[arg-type]
+        )
+        env = _prefix(work)
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        subprocess.run([server, "-p"], env=env, check=True, **quiet)  # type: ignore[call-overload]
+        try:
+            subprocess.run([wine, "cmd", "/c", "exit"], env=env, check=False, **quiet)  # type: ignore[call-overload]
+            local = next(Path(env["WINEPREFIX"]).glob("drive_c/users/*/AppData/Local"))
+            cache = local / "exepy" / "runtimes"
+            later: dict[str, list[float]] = {"onedir": [], "onefile": []}
+            cpus: dict[str, list[float]] = {"onedir": [], "onefile": []}
+            firsts: dict[str, list[float]] = {"onedir": [], "onefile": []}
+            for _ in range(first_runs):  # first runs, alternated
+                for pycache in onedir.output.rglob("__pycache__"):
+                    shutil.rmtree(pycache)
+                firsts["onedir"].append(_timed(wine, env, [str(onedir.exe)], NUMPY_OUT)[0])
+                shutil.rmtree(cache, ignore_errors=True)
+                firsts["onefile"].append(_timed(wine, env, [str(onefile.exe)], NUMPY_OUT)[0])
+            for _ in range(repeats):
+                for name, exe in (("onedir", onedir.exe), ("onefile", onefile.exe)):
+                    wall, cpu = _timed(wine, env, [str(exe)], NUMPY_OUT)
+                    later[name].append(wall)
+                    cpus[name].append(cpu)
+            [packages] = list(cache.glob("*/packages-*"))
+            unpacked = _tree_size(packages)
+        finally:
+            subprocess.run([server, "-k"], env=env, check=False)
+        folder_files, folder_size = _tree_size(onedir.output)
+
+    base, base_cpu = statistics.median(later["onedir"]), statistics.median(cpus["onedir"])
+    print(
+        f"numpy 2.1.3 app, Python {found.version} under Wine: median of {repeats} interleaved "
+        f"runs (whole process; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
+    )
+    print(f"{'case':<44} {'median ms':>10} {'min ms':>8} {'ratio':>7} {'CPU ratio':>9}")
+    ratio = statistics.median(later["onefile"]) / base
+    for name in ("onedir", "onefile"):
+        median = statistics.median(later[name])
+        cpu = statistics.median(cpus[name]) / base_cpu
+        label = f"--{name}, after its first run"
+        goal = f"  (goal <= {NUMPY_GOAL}x{'' if ratio <= NUMPY_GOAL else ', MISS'})"
+        print(
+            f"{label:<44} {median * 1e3:>10.1f} {min(later[name]) * 1e3:>8.1f} "
+            f"{median / base:>6.2f}x {cpu:>8.2f}x" + (goal if name == "onefile" else "")
+        )
+    first_dir, first_file = (statistics.median(firsts[n]) for n in ("onedir", "onefile"))
+    for label, name, median in (
+        ("--onedir first run (no __pycache__)", "onedir", first_dir),
+        ("--onefile first run (empty cache)", "onefile", first_file),
+    ):
+        print(
+            f"{label:<44} {median * 1e3:>10.1f} {min(firsts[name]) * 1e3:>8.1f} "
+            f"{median / base:>6.2f}x   (median of {first_runs})"
+        )
+    print(f"unpack (onefile first run - onedir first run): {(first_file - first_dir) * 1e3:.0f} ms")
+    print(
+        f"sizes: --onefile exe {onefile.size / 1e6:.1f} MB; --onedir folder "
+        f"{folder_size / 1e6:.1f} MB in {folder_files} files (exe {onedir.size / 1e6:.1f} MB); "
+        f"unpacked numpy: {unpacked[1] / 1e6:.1f} MB in {unpacked[0]} files (+ the runtime)"
+    )
+    return 0 if ratio <= NUMPY_GOAL else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runtime", default="3.13", help="CPython version (default 3.13)")
     parser.add_argument("--repeats", type=int, default=15, help="runs per case (default 15)")
     parser.add_argument("--first-runs", type=int, default=5, help="first onefile runs (5)")
+    parser.add_argument(
+        "--numpy", action="store_true", help="a numpy app: --onefile against --onedir"
+    )
     args = parser.parse_args(argv)
     if args.repeats < 11:
         parser.error("--repeats must be at least 11 (the issue's median of >= 11)")
     wine, server = _wine()
     found = runtime.fetch(args.runtime)
+    if args.numpy:
+        return numpy_bench(found, args.repeats, args.first_runs)
     with tempfile.TemporaryDirectory(prefix="exepy-bench-") as folder:
         work = Path(folder)
         (work / "hello.py").write_text('print("hello")\n')
