@@ -105,14 +105,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         action="append",
         default=[],
-        help="with --runtime: bundle a pure-Python wheel (repeatable; binary wheels refused)",
+        help="with --runtime: add a wheel (repeatable; binary ones go to disk beside the runtime)",
     )
     build.add_argument(
         "-r",
         "--requirement",
         metavar="FILE",
         type=Path,
-        help="with --runtime: bundle the wheels a Windows install of FILE gets (pure Python)",
+        help="with --runtime: add the wheels a Windows install of FILE gets",
     )
     build.add_argument(
         "--base",
