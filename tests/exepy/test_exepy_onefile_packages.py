@@ -259,6 +259,8 @@ def test_packages_payload_names_are_checked() -> None:
     for bad in ("../evil.py", "/abs.py", "a//b.py", "c:/x.py", "a/./b.py"):
         with pytest.raises(BuildError, match="unsafe path"):
             standalone.packages_payload([(bad, b"")])
+    with pytest.raises(BuildError, match=r"path of 131 characters; .* use --onedir"):
+        standalone.packages_payload([("a/" + "x" * 129, b"")])
     files = [("b/z.py", b"1"), ("a/b/c.py", b"2"), ("a/d.py", b"3"), ("a/b/e.py", b"4")]
     payload, key = standalone.packages_payload(files)
     assert payload[:8] == b"EXEPYPK1" and payload[8:24] == key.encode()

@@ -92,6 +92,9 @@ LAUNCHER = "launcher-win-amd64.exe"
 _PAYLOAD_MAGIC = b"EXEPYRT1"
 _TREE_MAGIC = b"EXEPYRT2"  # names may hold subfolders
 _PACKAGES_MAGIC = b"EXEPYPK1"
+# The longest path inside resource 205 that fits Windows' 260 characters below
+# C:\Users\<name>\AppData\Local\exepy\runtimes\<key>\packages-<hash>.<pid>-<tick>.tmp\
+_LONGEST = 130
 
 
 @dataclass(frozen=True)
@@ -357,8 +360,6 @@ def _checked_tree(files: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes]]
         parts = name.split("/")
         if name.startswith("/") or any(p in ("", ".", "..") or ":" in p for p in parts):
             raise BuildError(f"a package file has the unsafe path {name}")
-        if len(name) >= 200:
-            raise BuildError(f"a package file's path is too long for Windows: {name}")
         # Two wheels holding one file (an old-style namespace __init__.py): the later one
         # wins, as when pip installs them in that order.
         kept[name.lower()] = (name, data)
@@ -369,6 +370,12 @@ def packages_payload(files: Sequence[tuple[str, bytes]]) -> tuple[bytes, str]:
     """The launcher's resource 205 for *files* (``(relative posix path, content)``) and its
     key (16 hex digits of its hash: the cache folder ``packages-<key>``)."""
     tree = _checked_tree(files)
+    for name, _ in tree:
+        if len(name) > _LONGEST:
+            raise BuildError(
+                f"the package file {name} has a path of {len(name)} characters; in the "
+                f"per-user cache Windows takes at most {_LONGEST} (260 in all): use --onedir"
+            )
     body = b"".join(
         [_TREE_MAGIC, struct.pack("<I", len(tree))]
         + [_packed(name.replace("/", "\\"), data) for name, data in tree]
