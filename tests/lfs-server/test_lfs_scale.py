@@ -109,7 +109,7 @@ def metric(text: str, name: str) -> int:
     """The value of the unlabelled sample *name* in a /metrics page."""
     found = [line for line in text.splitlines() if line.startswith(name + " ")]
     assert found, text
-    return int(found[0].split()[1])
+    return int(float(found[0].split()[1]))  # Prometheus text: `1.0`
 
 
 def test_metrics_count_the_bucket_once_a_minute_not_per_scrape(

@@ -153,33 +153,11 @@ def test_store_publish_rejects_and_keeps_nothing(tmp_path: Path) -> None:
     assert [o.oid for o in store.iter_objects()] == [oid]
 
 
-def test_metrics_count_render_and_refuse_unknown_names(tmp_path: Path) -> None:
-    from lfs_server.metrics import METRICS, Metrics
-
-    metrics = Metrics(tmp_path / "run" / "metrics.sqlite3")
-    metrics.record_request("transfer.upload", "PUT", 200, 5)
-    metrics.record_request("transfer.upload", "PUT", 200, 7)
-    metrics.record_request('we"ird\\', "GET", 404, 0)
-    text = metrics.render(objects_stored=2, stored_bytes=12)
-    lines = text.splitlines()
-    assert "lfs_upload_bytes_total 12" in lines
-    assert "lfs_objects_uploaded_total 2" in lines
-    assert 'lfs_errors_total{endpoint="we\\"ird\\\\",status="404"} 1' in lines
-    assert "lfs_objects_stored 2" in lines and "# TYPE lfs_stored_bytes gauge" in lines
-    # every metric shown has help and a type from the one table
-    for name in {line.split("{")[0].split()[0] for line in lines if not line.startswith("#")}:
-        assert f"# HELP {name} {METRICS[name][1]}" in lines
-    with pytest.raises(ValueError, match="unknown metric"):
-        metrics.add([("lfs_typo_total", "", 1.0)])
-
-
 def _open_shared_files(folder: str) -> str | None:
     """What a gunicorn worker does at boot with the node's SQLite files (None: it booted)."""
     from lfs_server.locks import LockDB
-    from lfs_server.metrics import Metrics
 
     try:
-        Metrics(Path(folder) / "metrics.sqlite3")
         LockDB(Path(folder) / "locks.sqlite3")
     except Exception as exc:  # reported to the test
         return repr(exc)

@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     )
     from deform_conv2d_onnx_exporter.graph import DeformConvSpec, build_deform_conv
     from deform_conv2d_onnx_exporter.lower import LoweringError, lower_deform_conv
+    from deform_conv2d_onnx_exporter.mmcv_ops import (
+        register_mmcv_deform_conv,
+        unregister_mmcv_deform_conv,
+    )
 
 try:
     __version__: str = version("deform-conv2d-onnx-exporter")
@@ -38,6 +42,8 @@ _LAZY = {
     "build_deform_conv": "deform_conv2d_onnx_exporter.graph",
     "LoweringError": "deform_conv2d_onnx_exporter.lower",
     "lower_deform_conv": "deform_conv2d_onnx_exporter.lower",
+    "register_mmcv_deform_conv": "deform_conv2d_onnx_exporter.mmcv_ops",
+    "unregister_mmcv_deform_conv": "deform_conv2d_onnx_exporter.mmcv_ops",
 }
 
 
@@ -74,7 +80,9 @@ def register_deform_conv2d_onnx_op(
 ) -> None:
     """Make plain ``torch.onnx.export(...)`` export ``torchvision::deform_conv2d``, both exporters.
 
-    The 1.2.0 call, unchanged. ``dynamo=False``: registers the TorchScript symbolic
+    The 1.2.0 call, unchanged; mmcv's DCN layers export too (mmcv's Functions are
+    registered, on every export call, once ``mmcv.ops`` is imported). ``dynamo=False``:
+    registers the TorchScript symbolic
     (:func:`deform_conv2d_onnx_exporter.torchscript.register_symbolic`, opsets 12 and up).
     The dynamo exporter (torch's default): installs the checked drop-in
     (:mod:`deform_conv2d_onnx_exporter.dropin`), which decomposes at the requested opset and
@@ -94,21 +102,25 @@ def register_deform_conv2d_onnx_op(
     """
     _require_torch("register_deform_conv2d_onnx_op")
     from deform_conv2d_onnx_exporter import dropin
+    from deform_conv2d_onnx_exporter.mmcv_ops import register_loaded_mmcv
     from deform_conv2d_onnx_exporter.torchscript import register_symbolic
 
     del use_gathernd, enable_openvino_patch  # accepted for source compatibility only
     register_symbolic(columns=columns, variant=variant)
     dropin.install(columns=columns, variant=variant)
+    register_loaded_mmcv()
 
 
 def unregister_deform_conv2d_onnx_op() -> None:
-    """Undo :func:`register_deform_conv2d_onnx_op` (both exporters)."""
+    """Undo :func:`register_deform_conv2d_onnx_op` (both exporters, mmcv's Functions)."""
     _require_torch("unregister_deform_conv2d_onnx_op")
     from deform_conv2d_onnx_exporter import dropin
+    from deform_conv2d_onnx_exporter.mmcv_ops import unregister_mmcv_deform_conv
     from deform_conv2d_onnx_exporter.torchscript import unregister_symbolic
 
     unregister_symbolic()
     dropin.uninstall()
+    unregister_mmcv_deform_conv()
 
 
 def export(model: Any, args: tuple[Any, ...], f: Any = None, **kwargs: Any) -> Any:
@@ -148,6 +160,8 @@ __all__ = [
     "make_deform_conv2d_translation",
     "register_deform_conv2d_onnx_op",
     "register_deform_conv_function",
+    "register_mmcv_deform_conv",
     "unregister_deform_conv2d_onnx_op",
     "unregister_deform_conv_function",
+    "unregister_mmcv_deform_conv",
 ]

@@ -109,7 +109,9 @@ def _export(original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
         export_checked,
         make_deform_conv2d_translation,
     )
+    from deform_conv2d_onnx_exporter.mmcv_ops import register_loaded_mmcv
 
+    register_loaded_mmcv()  # mmcv imported after the registration: its layers export too
     signature = inspect.signature(original)
     bound = signature.bind(*args, **kwargs).arguments
     dynamo_default = (

@@ -206,7 +206,8 @@ def export(
     """Export *model* to ONNX with DeformConv handled correctly at any opset >= 12.
 
     Args:
-        model: a ``torch.nn.Module`` using ``torchvision.ops.deform_conv2d``/``DeformConv2d``.
+        model: a ``torch.nn.Module`` using ``torchvision.ops.deform_conv2d``/``DeformConv2d``,
+            mmcv's DCN layers or a registered DCN Function.
         args: example inputs.
         f: where to write the model (None: do not write).
         opset_version: default 20 (torch's dynamo default).
@@ -237,6 +238,9 @@ def export(
     import onnx
     import torch
 
+    from deform_conv2d_onnx_exporter.mmcv_ops import register_loaded_mmcv
+
+    register_loaded_mmcv()  # a model of mmcv's DCN layers exports with no extra call
     opset = DEFAULT_OPSET if opset_version is None else opset_version
     check_opset(opset)
     if decompose is False and opset < NATIVE_OPSET:

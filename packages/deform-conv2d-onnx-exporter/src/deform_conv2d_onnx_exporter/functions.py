@@ -14,6 +14,10 @@ lower with this package's translation (TorchScript: the registered symbolic, aft
 inlines the Function; dynamo: the translation table). Outside an export the Function's own
 ``forward`` runs, so training and eager inference are untouched.
 
+A Function's own ``symbolic`` (mmcv's writes mmdeploy's ``mmcv::`` nodes) would take
+precedence in the TorchScript exporter, so it is set aside while the Function is registered
+and put back by :func:`unregister_deform_conv_function`.
+
 Only Functions whose ``forward`` takes ``ctx`` first (the classic style all of the above
 use) are supported.
 """
@@ -21,11 +25,13 @@ use) are supported.
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 _ORIGINAL = "__deform_conv2d_onnx_original_forward__"
+_SYMBOLIC = "__deform_conv2d_onnx_original_symbolic__"
 
 
 @dataclass(frozen=True)
@@ -50,8 +56,24 @@ class DeformConvCall:
 
     def run(self) -> Any:
         """Call ``torchvision.ops.deform_conv2d`` (after checking the group counts)."""
+        import torch
         import torchvision
 
+        with warnings.catch_warnings():  # channel counts are static: no TracerWarning
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            self._check_groups()
+        return torchvision.ops.deform_conv2d(
+            self.input,
+            self.offset,
+            self.weight,
+            self.bias,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+            mask=self.mask,
+        )
+
+    def _check_groups(self) -> None:
         channels, per_group = int(self.input.shape[1]), int(self.weight.shape[1])
         if self.groups is not None and per_group * int(self.groups) != channels:
             raise ValueError(
@@ -66,16 +88,6 @@ class DeformConvCall:
                 f"{offset_channels} channels (2 * kh * kw * offset_groups = "
                 f"{2 * taps * int(self.offset_groups)} expected)"
             )
-        return torchvision.ops.deform_conv2d(
-            self.input,
-            self.offset,
-            self.weight,
-            self.bias,
-            stride=self.stride,
-            padding=self.padding,
-            dilation=self.dilation,
-            mask=self.mask,
-        )
 
 
 def _exporting() -> bool:
@@ -128,16 +140,24 @@ def register_deform_conv_function(
             )
         return call.run()
 
-    setattr(function, _ORIGINAL, staticmethod(forward))
+    # the descriptor itself, so that unregistering restores exactly what was there
+    setattr(function, _ORIGINAL, original if isinstance(original, staticmethod) else forward)
     setattr(function, "forward", staticmethod(exporting_forward))  # noqa: B010
+    if "symbolic" in function.__dict__:  # else the TorchScript exporter never inlines forward
+        setattr(function, _SYMBOLIC, function.__dict__["symbolic"])
+        delattr(function, "symbolic")
 
 
 def unregister_deform_conv_function(function: type) -> None:
-    """Give *function* its own ``forward`` back (no-op if it was not registered)."""
+    """Give *function* its own ``forward`` (and ``symbolic``) back; no-op if not registered."""
     original = function.__dict__.get(_ORIGINAL)
     if original is not None:
         setattr(function, "forward", original)  # noqa: B010
         delattr(function, _ORIGINAL)
+    symbolic = function.__dict__.get(_SYMBOLIC)
+    if symbolic is not None:
+        setattr(function, "symbolic", symbolic)  # noqa: B010
+        delattr(function, _SYMBOLIC)
 
 
 __all__ = ["DeformConvCall", "register_deform_conv_function", "unregister_deform_conv_function"]

@@ -49,7 +49,7 @@ def create_app(config: Config) -> Flask:
         signer=TokenSigner(key),
         locks=open_locks(config),
         proxy_secret=proxy_secret(key),
-        metrics=Metrics(config.run_dir / "metrics.sqlite3"),
+        metrics=Metrics(config.run_dir),
         shared_auth=SharedAuthCache(
             config.run_dir / "auth-cache.sqlite3", os.environ.get(AUTH_CACHE_KEY_ENV)
         ),
@@ -61,6 +61,7 @@ def create_app(config: Config) -> Flask:
     )
     for blueprint in (batch_api.bp, transfer_api.bp, locks_api.bp, ops_api.bp):
         app.register_blueprint(blueprint)
+    app.wsgi_app = app.extensions["lfs"].metrics.count_in_flight(app.wsgi_app)  # type: ignore[method-assign]
     _install_hooks(app)
     return app
 
@@ -170,7 +171,7 @@ def _install_hooks(app: Flask) -> None:
         )
         try:
             app.extensions["lfs"].metrics.record_request(
-                endpoint, request.method, response.status_code, nbytes
+                endpoint, request.method, response.status_code, nbytes, elapsed
             )
         except Exception:  # metrics must never break a request
             app.logger.exception("could not update counters")

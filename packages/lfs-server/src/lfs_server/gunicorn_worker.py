@@ -1,9 +1,10 @@
-"""The gunicorn worker lfs-server runs: gunicorn's sync worker, except that the error
-responses gunicorn writes itself (requests it cannot parse, before the app sees them) are
-git-lfs JSON like every other error, not HTML.
+"""The gunicorn workers lfs-server runs: gunicorn's threaded worker (and its sync worker,
+for configurations that name it), except that the error responses gunicorn writes itself
+(requests it cannot parse, before the app sees them) are git-lfs JSON like every other
+error, not HTML.
 
-Use it with `gunicorn --worker-class lfs_server.gunicorn_worker.JsonErrorSyncWorker`
-(`lfs-server serve` and deploy/gunicorn.conf.py do).
+`lfs-server serve` and `gunicorn -c python:lfs_server.gunicorn_conf` use
+`lfs_server.gunicorn_worker.JsonErrorThreadWorker`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import socket
 from typing import Any
 
 from gunicorn import util
+from gunicorn.workers.gthread import ThreadWorker
 from gunicorn.workers.sync import SyncWorker
 
 MEDIA_TYPE = "application/vnd.git-lfs+json"
@@ -28,20 +30,31 @@ def write_json_error(sock: socket.socket, status_int: int, reason: str, mesg: st
     util.write_nonblock(sock, head.encode("latin-1") + body)
 
 
-class JsonErrorSyncWorker(SyncWorker):
-    """A sync worker whose own error pages are JSON (gunicorn picks status and message)."""
+class _JsonErrors:
+    """Worker behaviour shared by both classes below (listed first in their bases)."""
+
+    def init_process(self) -> None:
+        """In the worker process, before it serves: gunicorn's error pages become JSON.
+
+        gunicorn looks write_error up on its util module when it writes one; replacing it
+        once for the whole worker process is safe with threads, unlike swapping it around
+        each call.
+        """
+        util.write_error = write_json_error
+        super().init_process()  # type: ignore[misc]
 
     def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
-        """Let gunicorn handle the error, writing JSON where it would write HTML."""
-        # gunicorn looks write_error up on its util module at call time; a sync worker
-        # handles one request at a time, so swapping it for this call is safe.
-        original = util.write_error
-        util.write_error = write_json_error
-        try:
-            super().handle_error(req, client, addr, exc)
-        finally:
-            util.write_error = original
+        """Let gunicorn answer the error (as JSON), then drain what the peer still sends."""
+        super().handle_error(req, client, addr, exc)  # type: ignore[misc]
         _linger(client)
+
+
+class JsonErrorThreadWorker(_JsonErrors, ThreadWorker):
+    """gunicorn's gthread worker: keep-alive to nginx, requests served by threads."""
+
+
+class JsonErrorSyncWorker(_JsonErrors, SyncWorker):
+    """gunicorn's sync worker (one request at a time, a connection per request)."""
 
 
 # nginx bounds API bodies at 16 MiB; a client error is answered within a second.

@@ -1,33 +1,53 @@
-"""Request metrics for `/metrics`: the metric names and help, recording, rendering.
+"""`/metrics`: the metric names and help, recording a request, the scrape-time gauges.
 
-This module owns everything about metrics. Counters live in their own small SQLite file
-(`DATA/run/metrics.sqlite3`), so that every gunicorn worker of one server adds to the same
-numbers without the lock database (which may be PostgreSQL, shared between nodes) counting
-requests. Each node counts its own requests; Prometheus sums over nodes as usual.
+Built on prometheus_client. Under gunicorn each worker is a process, so the client runs in
+its multiprocess mode: every worker keeps its samples in memory-mapped files of its own in
+`DATA/run/prometheus/` (mode 0700), and a scrape, whichever worker answers it, merges them
+all. Recording a request is a few writes into the worker's own mapped memory: no lock
+shared between workers, no database, no system call. gunicorn's configuration
+(gunicorn_conf.py) empties the folder at start and drops a dead worker's in-flight gauge.
+Without PROMETHEUS_MULTIPROC_DIR (the app in one process, as tests build it) the samples
+live in the app's own registry.
 
-Recording is best effort: a request never waits long for bookkeeping, and a failure to
-count never fails a request (the caller logs it).
+The store's gauges are a collector asked at scrape time: the reachability of the store and
+the lock database, and the store's inventory, counted at most once a minute per node
+(counting lists every object; on S3 a whole-bucket listing).
+
+prometheus_client decides between the two modes when it is first imported, from the
+environment: this module imports it only inside functions, after `prepare_multiprocess_dir`
+(gunicorn_conf.py, wsgi.py) has set the variable.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-import sqlite3
-import threading
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from lfs_server.sqlitewal import use_wal
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
 
-# name -> (Prometheus type, help): the one table of what /metrics may show.
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+# The classic text format: every Prometheus version reads it.
+CONTENT_TYPE = "text/plain; version=0.0.4"  # Flask adds the charset
+
+# name -> (Prometheus type, help): the one table of what /metrics shows.
 METRICS: dict[str, tuple[str, str]] = {
     "lfs_requests_total": ("counter", "HTTP requests answered, by endpoint, method and status"),
     "lfs_errors_total": (
         "counter",
         "requests answered with a 4xx/5xx status, by endpoint and status",
     ),
+    "lfs_request_duration_seconds": (
+        "histogram",
+        "time from the app receiving a request to its answer, by endpoint, method and status",
+    ),
+    "lfs_requests_in_flight": ("gauge", "requests the app's workers are answering right now"),
     "lfs_upload_bytes_total": ("counter", "bytes of objects verified and stored"),
     "lfs_download_bytes_total": (
         "counter",
@@ -36,146 +56,222 @@ METRICS: dict[str, tuple[str, str]] = {
     "lfs_objects_uploaded_total": ("counter", "objects verified and stored"),
     "lfs_objects_stored": ("gauge", "objects in the store (counted at most once a minute)"),
     "lfs_stored_bytes": ("gauge", "bytes in the store (counted at most once a minute)"),
+    "lfs_store_up": ("gauge", "1 when the object store answered at this scrape, else 0"),
+    "lfs_lock_database_up": (
+        "gauge",
+        "1 when the lock database answered at this scrape, else 0",
+    ),
 }
 
-CONTENT_TYPE = "text/plain; version=0.0.4"
-
-# A request waits at most this long for another worker's counter update.
-_RECORD_TIMEOUT = 0.25
+# Seconds: our API answers in 1-10 ms; a large upload's verification takes seconds.
+DURATION_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0,
+)  # fmt: skip
 
 # The store's inventory (objects and bytes stored) is counted at most this often per
 # node: counting lists every object, a whole-bucket listing on S3, too much for every
 # scrape (Prometheus asks every 15-60 s, from every node).
 INVENTORY_SECONDS = 60.0
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS counters (
-    name TEXT NOT NULL,
-    labels TEXT NOT NULL,
-    value REAL NOT NULL,
-    PRIMARY KEY (name, labels)
-);
-CREATE TABLE IF NOT EXISTS inventory (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    objects INTEGER NOT NULL,
-    bytes INTEGER NOT NULL,
-    counted_at REAL NOT NULL
-);
-"""
+
+def multiprocess_dir(run_dir: Path) -> Path:
+    """The folder the workers of the server whose run folder is *run_dir* share."""
+    return run_dir / "prometheus"
 
 
-def request_increments(
-    endpoint: str, method: str, status: int, nbytes: int
-) -> list[tuple[str, str, float]]:
-    """The counter increments (name, labels, amount) one answered request makes."""
-    increments = [
-        (
-            "lfs_requests_total",
-            _labels(endpoint=endpoint, method=method, status=str(status)),
-            1.0,
-        )
-    ]
-    if status >= 400:
-        increments.append(("lfs_errors_total", _labels(endpoint=endpoint, status=str(status)), 1.0))
-    elif endpoint == "transfer.upload":
-        increments += [
-            ("lfs_upload_bytes_total", "", float(nbytes)),
-            ("lfs_objects_uploaded_total", "", 1.0),
-        ]
-    elif endpoint == "transfer.download":
-        increments.append(("lfs_download_bytes_total", "", float(nbytes)))
-    return increments
+def prepare_multiprocess_dir(run_dir: Path, *, clear: bool) -> Path:
+    """Create the workers' metrics folder (0700: only the server reads its samples), empty
+    it when *clear* (a new server: the counters start again, as Prometheus expects after a
+    restart), and name it in PROMETHEUS_MULTIPROC_DIR for this process and its children."""
+    path = multiprocess_dir(run_dir)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.chmod(0o700)
+    if clear:
+        for old in path.glob("*.db"):
+            old.unlink(missing_ok=True)
+    os.environ[MULTIPROC_ENV] = str(path)
+    return path
 
 
-def render(counters: Iterable[tuple[str, str, float]], gauges: dict[str, float]) -> str:
-    """Prometheus text format for *counters* (name, labels, value) and *gauges*."""
-    lines: list[str] = []
-    seen: set[str] = set()
-    samples = [*counters, *((name, "", value) for name, value in gauges.items())]
-    for name, labels, value in samples:
-        if name not in seen:
-            seen.add(name)
-            kind, help_text = METRICS.get(name, ("untyped", name))
-            lines.append(f"# HELP {name} {help_text}")
-            lines.append(f"# TYPE {name} {kind}")
-        lines.append(f"{name}{{{labels}}} {value:.0f}" if labels else f"{name} {value:.0f}")
-    return "\n".join(lines) + "\n"
+def mark_worker_dead(pid: int) -> None:
+    """Forget a dead worker's live gauges (its requests in flight); counters stay summed."""
+    path = os.environ.get(MULTIPROC_ENV)
+    if path:
+        from prometheus_client import multiprocess
 
-
-def _labels(**values: str) -> str:
-    """`k="v",...` with the label values escaped as Prometheus requires."""
-    return ",".join(f'{key}="{_escape(value)}"' for key, value in values.items())
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        multiprocess.mark_process_dead(pid, path)
 
 
 class Metrics:
-    """Counters shared by the workers of one server, in the SQLite file at *path*."""
+    """The request metrics of one app; shared by its workers through the multiprocess
+    folder when PROMETHEUS_MULTIPROC_DIR names one."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._local = threading.local()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-        with self._connect(10.0) as conn:
-            use_wal(conn, 10.0)
-            conn.executescript(_SCHEMA)
+    def __init__(self, run_dir: Path) -> None:
+        import prometheus_client
+        from prometheus_client import values
 
-    @contextlib.contextmanager
-    def _connect(self, timeout: float) -> Iterator[sqlite3.Connection]:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None or self._local.pid != os.getpid():
-            conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
-            conn.execute("PRAGMA synchronous=OFF")
-            self._local.conn, self._local.pid = conn, os.getpid()
-        conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
-        yield conn
-
-    def record_request(self, endpoint: str, method: str, status: int, nbytes: int) -> None:
-        """Count one answered request (and the object bytes it moved)."""
-        self.add(request_increments(endpoint, method, status, nbytes))
-
-    def add(self, increments: list[tuple[str, str, float]]) -> None:
-        """Add each (name, labels, amount) to its counter; *name* must be in METRICS."""
-        for name, _labels_text, _amount in increments:
-            if name not in METRICS:
-                raise ValueError(f"unknown metric {name!r}; add it to lfs_server.metrics.METRICS")
-        with self._connect(_RECORD_TIMEOUT) as conn:
-            conn.executemany(
-                "INSERT INTO counters (name, labels, value) VALUES (?, ?, ?) "
-                "ON CONFLICT (name, labels) DO UPDATE SET value = value + excluded.value",
-                increments,
+        self.run_dir = run_dir
+        self.path = os.environ.get(MULTIPROC_ENV) or None
+        if self.path and not getattr(values.ValueClass, "_multiprocess", False):
+            raise RuntimeError(
+                f"prometheus_client was imported before {MULTIPROC_ENV} was set; each gunicorn"
+                " worker would count alone (import lfs_server.metrics's users after"
+                " prepare_multiprocess_dir)"
             )
+        # `_created` samples: not kept in multiprocess mode, so not in the other either.
+        prometheus_client.disable_created_metrics()
+        self.registry = prometheus_client.CollectorRegistry(auto_describe=False)
+        reg = self.registry
 
-    def counters(self) -> list[tuple[str, str, float]]:
-        """All counters as (name, labels, value), sorted."""
-        with self._connect(10.0) as conn:
-            return list(
-                conn.execute("SELECT name, labels, value FROM counters ORDER BY name, labels")
-            )
+        def help_(name: str) -> str:
+            return METRICS[name][1]
 
-    def inventory(self, count: Callable[[], tuple[int, int]]) -> tuple[int, int]:
-        """(objects, bytes) in the store: *count()*'s answer, asked again only once the last
-        one is INVENTORY_SECONDS old (any worker of this node may have asked)."""
+        by_request = ("endpoint", "method", "status")
+        self._requests = prometheus_client.Counter(
+            "lfs_requests_total", help_("lfs_requests_total"), by_request, registry=reg
+        )
+        self._errors = prometheus_client.Counter(
+            "lfs_errors_total", help_("lfs_errors_total"), ("endpoint", "status"), registry=reg
+        )
+        self._duration = prometheus_client.Histogram(
+            "lfs_request_duration_seconds",
+            help_("lfs_request_duration_seconds"),
+            by_request,
+            buckets=DURATION_BUCKETS,
+            registry=reg,
+        )
+        self._in_flight = prometheus_client.Gauge(
+            "lfs_requests_in_flight",
+            help_("lfs_requests_in_flight"),
+            registry=reg,
+            multiprocess_mode="livesum",
+        )
+        self._upload_bytes = prometheus_client.Counter(
+            "lfs_upload_bytes_total", help_("lfs_upload_bytes_total"), registry=reg
+        )
+        self._download_bytes = prometheus_client.Counter(
+            "lfs_download_bytes_total", help_("lfs_download_bytes_total"), registry=reg
+        )
+        self._uploaded = prometheus_client.Counter(
+            "lfs_objects_uploaded_total", help_("lfs_objects_uploaded_total"), registry=reg
+        )
+
+    def record_request(
+        self, endpoint: str, method: str, status: int, nbytes: int, seconds: float = 0.0
+    ) -> None:
+        """Count one answered request, its duration and the object bytes it moved."""
+        code = str(status)
+        self._requests.labels(endpoint, method, code).inc()
+        self._duration.labels(endpoint, method, code).observe(seconds)
+        if status >= 400:
+            self._errors.labels(endpoint, code).inc()
+        elif endpoint == "transfer.upload":
+            self._upload_bytes.inc(nbytes)
+            self._uploaded.inc()
+        elif endpoint == "transfer.download":
+            self._download_bytes.inc(nbytes)
+
+    def count_in_flight(
+        self, wsgi_app: Callable[[dict[str, Any], Any], Iterable[bytes]]
+    ) -> Callable[[dict[str, Any], Any], Iterable[bytes]]:
+        """*wsgi_app*, counted in lfs_requests_in_flight until its answer is sent."""
+        from werkzeug.wsgi import ClosingIterator
+
+        gauge = self._in_flight
+
+        def counted(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+            gauge.inc()
+            try:
+                answer = wsgi_app(environ, start_response)
+            except BaseException:
+                gauge.dec()
+                raise
+            return ClosingIterator(answer, [gauge.dec])
+
+        return counted
+
+    def render(self, *collectors: Any) -> bytes:
+        """The whole `/metrics` page: every worker's samples plus *collectors*' (asked now)."""
+        from prometheus_client import generate_latest
+
+        source: Any = self.registry
+        if self.path:
+            from prometheus_client import multiprocess
+
+            source = multiprocess.MultiProcessCollector(None, self.path)
+        # One scrape's collectors, not registered anywhere: scrapes may run at once.
+        return generate_latest(_Chain([source, *collectors]))
+
+
+class _Chain:
+    """The samples of several collectors, as generate_latest reads a registry."""
+
+    def __init__(self, collectors: list[Any]) -> None:
+        self.collectors = collectors
+
+    def collect(self) -> Iterator[Metric]:
+        for collector in self.collectors:
+            yield from collector.collect()
+
+
+class StoreCollector:
+    """The scrape-time gauges: store and lock database reachability, the store's inventory.
+
+    *check_store* and *check_locks* raise when their part does not answer; *count* returns
+    (objects, bytes) and is asked at most once per INVENTORY_SECONDS per node, the answer
+    kept in *cache* (a small JSON file in the run folder, written only by scrapes).
+    """
+
+    def __init__(
+        self,
+        check_store: Callable[[], None],
+        check_locks: Callable[[], None],
+        count: Callable[[], tuple[int, int]],
+        cache: Path,
+    ) -> None:
+        self.check_store, self.check_locks, self.count, self.cache = (
+            check_store,
+            check_locks,
+            count,
+            cache,
+        )
+
+    def collect(self) -> Iterator[Metric]:
+        """Gauges asked now (the inventory from the cache when it is fresh)."""
+        from prometheus_client.core import GaugeMetricFamily
+
+        store_up = _answers(self.check_store)
+        locks_up = _answers(self.check_locks)
+        yield GaugeMetricFamily("lfs_store_up", METRICS["lfs_store_up"][1], value=store_up)
+        yield GaugeMetricFamily(
+            "lfs_lock_database_up", METRICS["lfs_lock_database_up"][1], value=locks_up
+        )
+        if store_up:
+            objects, nbytes = self.inventory()
+            for name, value in (("lfs_objects_stored", objects), ("lfs_stored_bytes", nbytes)):
+                yield GaugeMetricFamily(name, METRICS[name][1], value=value)
+
+    def inventory(self) -> tuple[int, int]:
+        """(objects, bytes) in the store, counted again only once the last count is
+        INVENTORY_SECONDS old (any worker of this node may have counted)."""
         now = time.time()
-        with self._connect(10.0) as conn:
-            row = conn.execute("SELECT objects, bytes, counted_at FROM inventory").fetchone()
-            if row is not None and 0 <= now - row[2] < INVENTORY_SECONDS:
-                return int(row[0]), int(row[1])
-        objects, nbytes = count()
-        with contextlib.suppress(sqlite3.Error), self._connect(_RECORD_TIMEOUT) as conn:
-            conn.execute(
-                "INSERT OR REPLACE INTO inventory (id, objects, bytes, counted_at) "
-                "VALUES (1, ?, ?, ?)",
-                (objects, nbytes, now),
-            )
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            cached = json.loads(self.cache.read_text())
+            if 0 <= now - float(cached["counted_at"]) < INVENTORY_SECONDS:
+                return int(cached["objects"]), int(cached["bytes"])
+        objects, nbytes = self.count()
+        record = {"objects": objects, "bytes": nbytes, "counted_at": now}
+        with contextlib.suppress(OSError):
+            fd, tmp = tempfile.mkstemp(prefix=".inventory-", dir=self.cache.parent)
+            with os.fdopen(fd, "w") as fh:
+                json.dump(record, fh)
+            Path(tmp).replace(self.cache)
         return objects, nbytes
 
-    def render(self, objects_stored: int, stored_bytes: int) -> str:
-        """The whole `/metrics` page: counters plus the store's gauges."""
-        return render(
-            self.counters(),
-            {"lfs_objects_stored": objects_stored, "lfs_stored_bytes": stored_bytes},
-        )
+
+def _answers(check: Callable[[], None]) -> int:
+    try:
+        check()
+    except Exception:  # any failure is "down"; /healthz logs the details
+        return 0
+    return 1

@@ -7,7 +7,7 @@ from importlib import resources
 
 from flask import Blueprint, Response, current_app
 
-from lfs_server.metrics import CONTENT_TYPE
+from lfs_server.metrics import CONTENT_TYPE, StoreCollector
 from lfs_server.web import lfs_response, services
 
 bp = Blueprint("ops", __name__)
@@ -23,7 +23,6 @@ def healthz() -> Response:
     svc = services()
     store_ok = _reachable(svc.store.check)
     database_ok = _reachable(svc.locks.check)
-    svc.metrics.counters()
     ok = store_ok and database_ok
     return lfs_response(
         {
@@ -49,8 +48,9 @@ def _reachable(check: Callable[[], None]) -> bool:
 
 @bp.get("/metrics")
 def metrics() -> Response:
-    """Counters shared by all workers, plus the objects stored (counted at most once per
-    INVENTORY_SECONDS: counting lists the whole store)."""
+    """Every worker's request metrics, plus gauges asked now: the store and the lock
+    database answering, the objects stored (counted at most once per INVENTORY_SECONDS:
+    counting lists the whole store)."""
     svc = services()
 
     def count() -> tuple[int, int]:
@@ -60,7 +60,10 @@ def metrics() -> Response:
             total += obj.size
         return objects, total
 
-    return Response(svc.metrics.render(*svc.metrics.inventory(count)), mimetype=CONTENT_TYPE)
+    gauges = StoreCollector(
+        svc.store.check, svc.locks.check, count, svc.config.run_dir / "metrics-inventory.json"
+    )
+    return Response(svc.metrics.render(gauges), mimetype=CONTENT_TYPE)
 
 
 def openapi_text() -> str:

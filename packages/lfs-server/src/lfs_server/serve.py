@@ -217,7 +217,8 @@ class Supervisor:
             sys.executable, "-m", "gunicorn",
             "--bind", bind,
             "--workers", str(self.config.workers),
-            "--worker-class", "lfs_server.gunicorn_worker.JsonErrorSyncWorker",
+            # Worker class, threads, keep-alive and the metrics hooks: gunicorn_conf.py.
+            "--config", "python:lfs_server.gunicorn_conf",
             "--timeout", "600",
             "--graceful-timeout", "10",
             "--log-level", "warning",

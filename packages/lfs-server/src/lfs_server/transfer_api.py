@@ -242,4 +242,6 @@ def verify(repo: str) -> Response:
         raise ApiError(404, f"object {oid} was not stored in {repo!r}; upload it again")
     if stored != size:
         raise ApiError(404, f"object {oid} is stored with {stored} bytes, not {size}")
-    return lfs_response({"message": "ok"}, 200)
+    # No body: git-lfs closes a verify answer unread, and Go's HTTP client then drops the
+    # connection (a push opened one per object); an empty answer lets it keep it.
+    return Response(status=200, mimetype="text/plain")
