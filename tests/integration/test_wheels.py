@@ -17,6 +17,7 @@ source tree without .git refuses to build rather than becoming version 0.0.0.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -186,15 +187,16 @@ def test_exepy_wheel_alone(wheels: dict[str, Path], constraints: Path, scratch: 
 def test_lfs_server_wheel_alone(wheels: dict[str, Path], constraints: Path, scratch: Path) -> None:
     require_command("nginx")
     require_command("git-lfs", "git-lfs")
+    require_command("sshd", "openssh-server")
     venv = Venv(scratch / "venv", constraints)
     venv.install(wheels["lfs-server"])
+    # The quickstart over SSH (a private sshd), then the HTTP block in the same folder.
+    ssh_block = code_blocks(readme("lfs-server"), "ssh --user alice")
+    ssh_block = ssh_block.replace("2222", str(free_port()))
     block = code_blocks(readme("lfs-server"), "lfs-server serve --listen")
     port = str(free_port())
     block = block.replace("8080", port)
-    # The README's scratch folder, and its fixed wait for the server, made robust.
-    block = block.replace(
-        "cd /tmp && mkdir lfs-demo && cd lfs-demo", "mkdir lfs-demo && cd lfs-demo"
-    )
+    # The README's fixed wait for the server, made robust.
     block = block.replace(
         "sleep 3",
         f"for i in $(seq 300); do curl -sf http://127.0.0.1:{port}/healthz >/dev/null && break;"
@@ -209,8 +211,13 @@ def test_lfs_server_wheel_alone(wheels: dict[str, Path], constraints: Path, scra
         GIT_COMMITTER_NAME="A",
         GIT_COMMITTER_EMAIL="a@example.com",
     )
-    out = venv.run(block, scratch, timeout=300)
+    with contextlib.suppress(PermissionError):  # sshd's privilege separation folder
+        Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+    out = venv.run(ssh_block + block, scratch, timeout=300)  # both in lfs-demo/
     assert "same bytes" in out
+    assert (scratch / "lfs-demo/lfs-data/repos/team/demo.git/objects").is_dir()
+    # The HTTP push found the object the SSH push had stored: nothing was uploaded twice.
+    assert "/objects/batch" in out and "/upload/" not in out, out[-3000:]
 
 
 @pytest.mark.slow

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 import requests
-from lfs_server.config import ENV_VARS
+from lfs_server.config import ENV_VARS, SETTINGS, Config
 from lfs_testlib import Api, cli, free_port, make_data_dir, oid_of
 
 PKG = Path(__file__).resolve().parents[2] / "packages/lfs-server"
 KNOWN = {var for var, *_ in ENV_VARS} | {
+    "LFS_CONFIG_FILE",
     "LFS_NGINX_BIN",
     "LFS_HOOK_USER",
     "LFS_HOOK_PASSWORD",
@@ -32,10 +33,25 @@ def test_documented_variables_exist(name: str) -> None:
     assert used <= KNOWN, used - KNOWN
 
 
-def test_readme_documents_every_variable() -> None:
+def settings_table() -> str:
+    """The README's Configuration table, made from config.SETTINGS (the one table)."""
+    rows = ["| Key | Default | Meaning |", "| --- | --- | --- |"]
+    for setting in SETTINGS:
+        default = Config.__dataclass_fields__[setting.key].default
+        if setting.default:
+            shown = setting.default
+        elif isinstance(default, bool):
+            shown = f"`{str(default).lower()}`"
+        else:
+            shown = f"`{default}`"
+        rows.append(f"| `{setting.key}` | {shown} | {setting.help} |")
+    return "\n".join(rows) + "\n"
+
+
+def test_readme_settings_table_is_the_settings_table() -> None:
     readme = (PKG / "README.md").read_text()
-    for var, *_ in ENV_VARS:
-        assert f"| `{var}` |" in readme, var
+    table = settings_table()
+    assert table in readme, f"the README's Configuration table must read:\n{table}"
 
 
 def test_dockerfile_runs_the_tested_entrypoint() -> None:

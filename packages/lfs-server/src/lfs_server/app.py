@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import errno
-import json
-import logging
 import os
 import sqlite3
-import sys
 import time
 import uuid
 
@@ -15,6 +12,7 @@ from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from lfs_server import batch_api, locks_api, ops_api, transfer_api
+from lfs_server.accesslog import AccessLog
 from lfs_server.authcache import KEY_ENV as AUTH_CACHE_KEY_ENV
 from lfs_server.authcache import SharedAuthCache
 from lfs_server.backends import open_locks, open_store
@@ -26,8 +24,6 @@ from lfs_server.sqlitewal import classify_db_error
 from lfs_server.tokens import TokenSigner, load_or_create_key, proxy_secret
 from lfs_server.validation import ApiError
 from lfs_server.web import Services, error_response, insufficient_storage
-
-ACCESS_LOGGER = "lfs_server.access"
 
 
 def create_app(config: Config) -> Flask:
@@ -62,24 +58,11 @@ def create_app(config: Config) -> Flask:
     for blueprint in (batch_api.bp, transfer_api.bp, locks_api.bp, ops_api.bp):
         app.register_blueprint(blueprint)
     app.wsgi_app = app.extensions["lfs"].metrics.count_in_flight(app.wsgi_app)  # type: ignore[method-assign]
-    _install_hooks(app)
+    _install_hooks(app, AccessLog(config))
     return app
 
 
-def access_logger() -> logging.Logger:
-    """The access log: one line per request on stderr (gunicorn passes it through)."""
-    logger = logging.getLogger(ACCESS_LOGGER)
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
-    return logger
-
-
-def _install_hooks(app: Flask) -> None:
-    log = access_logger()
+def _install_hooks(app: Flask, log: AccessLog) -> None:
 
     @app.before_request
     def _start() -> None:
@@ -158,16 +141,15 @@ def _install_hooks(app: Flask) -> None:
         endpoint = request.endpoint or "unknown"
         nbytes = g.get("object_bytes") or response.content_length or 0
         response.headers["X-Request-Id"] = g.get("request_id", "")
-        log.info(
-            'request_id=%s user=%s repo=%s "%s %s" status=%d bytes=%d time_ms=%.1f',
-            _log_safe(g.get("request_id") or ""),
-            _log_safe(g.get("user")) if g.get("user") is not None else "-",
-            g.get("repo") or "-",
-            _log_safe(request.method),
-            _log_safe(request.path),
-            response.status_code,
-            nbytes,
-            elapsed * 1000,
+        log.write(
+            request_id=g.get("request_id") or "",
+            user=g.get("user"),
+            repo=g.get("repo"),
+            method=request.method,
+            path=request.path,
+            status=response.status_code,
+            nbytes=nbytes,
+            time_ms=elapsed * 1000,
         )
         try:
             app.extensions["lfs"].metrics.record_request(
@@ -176,12 +158,6 @@ def _install_hooks(app: Flask) -> None:
         except Exception:  # metrics must never break a request
             app.logger.exception("could not update counters")
         return response
-
-
-def _log_safe(text: str) -> str:
-    """*text* with quotes, backslashes, control and non-ASCII characters escaped (JSON
-    style), so a request path cannot end its log line or forge another one."""
-    return json.dumps(text)[1:-1]
 
 
 def _drain_body() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from lfs_server import _clikit, ssh
-from lfs_server.config import ENV_VARS, Config, ConfigError
+from lfs_server.config import BY_KEY, CONFIG_FILE_ENV, SETTINGS, Config, ConfigError, Loaded
 
 if TYPE_CHECKING:
     from lfs_server.backends.s3 import S3Store
@@ -34,6 +34,32 @@ def _add_data(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="data directory (env LFS_DATA_DIR; default ./lfs-data)",
     )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help=f"TOML config file (env {CONFIG_FILE_ENV}); variables and flags win over it",
+    )
+
+
+# `serve`'s settings flags: (option, setting key, metavar, argparse type).
+_SERVE_FLAGS = (
+    ("--listen", "listen", "HOST:PORT", str),
+    ("--workers", "workers", "N", int),
+    ("--public-url", "public_url", "URL", str),
+)
+
+
+def _add_setting_flags(parser: argparse.ArgumentParser) -> None:
+    """--data, --config and serve's settings flags, their help from the settings table."""
+    _add_data(parser)
+    for option, key, metavar, kind in _SERVE_FLAGS:
+        setting = BY_KEY[key]
+        default = Config.__dataclass_fields__[key].default
+        shown = f"; default {default}" if default not in ("", None) else ""
+        parser.add_argument(
+            option, type=kind, metavar=metavar, help=f"{setting.help} (env {setting.env}{shown})"
+        )
 
 
 def _handler(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -77,35 +103,32 @@ def _group(parser: argparse.ArgumentParser, dest: str) -> Any:
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of `lfs-server`."""
-    env_help = "\n".join(f"  {var:<24} {text}" for var, _field, _kind, text in ENV_VARS)
+    env_help = "\n".join(f"  {s.env:<24} {s.help.replace('`', '')}" for s in SETTINGS)
     parser = argparse.ArgumentParser(
         prog="lfs-server",
         description="A Git LFS server: Flask under gunicorn behind nginx.",
-        epilog=f"environment variables (flags win over them):\n{env_help}",
+        epilog="settings: a TOML file (--config FILE or LFS_CONFIG_FILE; each key is a variable"
+        " below in lower case without LFS_), environment variables over it, flags over both"
+        f" (`lfs-server config` shows them):\n{env_help}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _clikit.add_version_option(parser, "lfs-server")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="run nginx + gunicorn as one supervised unit")
-    _add_data(serve)
-    serve.add_argument(
-        "--listen",
-        metavar="HOST:PORT",
-        help="address to listen on (env LFS_LISTEN; default 127.0.0.1:8080)",
-    )
-    serve.add_argument(
-        "--workers", type=int, metavar="N", help="gunicorn workers (env LFS_WORKERS; default 2)"
-    )
-    serve.add_argument(
-        "--public-url",
-        metavar="URL",
-        help="base URL clients reach the server at (env LFS_PUBLIC_URL)",
-    )
+    _add_setting_flags(serve)
     serve.add_argument(
         "--no-nginx", action="store_true", help="development mode: gunicorn serves bodies itself"
     )
     serve.set_defaults(func=_serve)
+
+    show = sub.add_parser(
+        "config",
+        help="print the effective settings and where each comes from (default, file, env, flag)",
+    )
+    _add_setting_flags(show)
+    _clikit.add_json_option(show, "the settings")
+    show.set_defaults(func=_show_config)
 
     conf = sub.add_parser("nginx-config", help="print an nginx config for running your own nginx")
     _add_data(conf)
@@ -232,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace, must_exist: bool = False, **extra: object) -> Config:
-    config = Config.from_env(None, data_dir=getattr(args, "data", None), **extra)
+    config = _load(args, **extra).config
     # With users in PostgreSQL and objects in S3 a node may have no data folder of its own.
     from lfs_server.backends import node_local
 
@@ -242,6 +265,15 @@ def _config(args: argparse.Namespace, must_exist: bool = False, **extra: object)
             " with --data DIR (or LFS_DATA_DIR)"
         )
     return config
+
+
+def _load(args: argparse.Namespace, **extra: object) -> Loaded:
+    """The settings: the config file, LFS_* variables over it, *args*' flags over both."""
+    from lfs_server.config import load_config
+
+    return load_config(
+        None, getattr(args, "config", None), data_dir=getattr(args, "data", None), **extra
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -280,7 +312,7 @@ def _say(args: argparse.Namespace, line: str) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from lfs_server.serve import ServeError, Supervisor
 
-    config = _config(args, listen=args.listen, workers=args.workers, public_url=args.public_url)
+    config = _config(args, **_serve_flags(args))
     supervisor = Supervisor(config, use_nginx=not args.no_nginx, out=sys.stdout, err=sys.stderr)
     made_here = not config.root.exists()
     try:
@@ -292,6 +324,32 @@ def _serve(args: argparse.Namespace) -> int:
         if isinstance(exc, (ServeError, ConfigError)):
             raise CliError(str(exc)) from None
         raise
+
+
+def _serve_flags(args: argparse.Namespace) -> dict[str, Any]:
+    return {key: getattr(args, key) for _option, key, _metavar, _kind in _SERVE_FLAGS}
+
+
+@_handler
+def _show_config(args: argparse.Namespace) -> int:
+    loaded = _load(args, **_serve_flags(args))
+    rows = loaded.describe()
+    print(f"config file: {loaded.file or '(none)'}")
+    width = max(len(str(row["key"])) for row in rows)
+    for row in rows:
+        value = row["value"]
+        shown = str(value).lower() if isinstance(value, bool) else str(value)
+        print(f"{row['key']:<{width}}  {row['source']:<7}  {shown or '(empty)'}")
+    _clikit.write_json(
+        args.json,
+        {
+            "config_file": str(loaded.file) if loaded.file else None,
+            "settings": {
+                str(row["key"]): {k: row[k] for k in ("value", "source", "env")} for row in rows
+            },
+        },
+    )
+    return 0
 
 
 @_handler

@@ -1,81 +1,118 @@
-"""Server configuration: one frozen dataclass, filled from environment variables and flags.
+"""Server configuration: one frozen dataclass, filled from defaults, a TOML config file,
+environment variables and flags, each over the one before.
 
-The environment variable names are the public interface (the Dockerfile, the README and
-`lfs-server serve` all use them); `Config.from_env` and `Config.to_env` round-trip them so
-that `serve` can hand the same settings to its gunicorn workers.
+`SETTINGS` is the one table of settings: a key is a Config field and a config-file key, its
+variable is `LFS_` and the key in capitals (the Dockerfile, the README and `lfs-server serve`
+use them). `Config.from_env` and `Config.to_env` round-trip the variables so that `serve`
+can hand the same settings to its gunicorn workers.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
+import importlib
 import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 
-# (environment variable, Config field, kind, help): the one table the CLI, README and
-# Dockerfile follow.
-ENV_VARS: tuple[tuple[str, str, str, str], ...] = (
-    ("LFS_DATA_DIR", "data_dir", "path", "where objects, users, locks and runtime files live"),
-    ("LFS_LISTEN", "listen", "str", "HOST:PORT nginx (or gunicorn with --no-nginx) listens on"),
-    ("LFS_WORKERS", "workers", "int", "gunicorn worker processes"),
-    ("LFS_PUBLIC_URL", "public_url", "str", "base URL clients use, if not the request's host"),
-    ("LFS_AUTO_CREATE", "auto_create", "bool", "create a repository on its first upload"),
-    (
-        "LFS_ANONYMOUS_READ",
-        "anonymous_read",
-        "bool",
-        "allow downloads and lock listing without login",
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One setting: its Config field (also its config-file key), its `LFS_*` variable and help."""
+
+    key: str
+    kind: str  # str, int, bool, path (relative to the config file's folder there), or log
+    help: str
+    default: str = ""  # the README's Default column, where the field's own default says less
+    flag: str = ""  # the `serve` / `config` option that sets it
+    secret: bool = False  # `lfs-server config` masks it (a URL's password)
+    derived: str = ""  # the Config property holding the effective value of an unset path
+
+    @property
+    def env(self) -> str:
+        """The environment variable: `LFS_` and the key in capitals."""
+        return "LFS_" + self.key.upper()
+
+
+# The one table: environment variables, config-file keys, `serve`'s flags, the CLI's help,
+# `lfs-server config` and the README's Configuration table all follow it.
+SETTINGS: tuple[Setting, ...] = (
+    Setting("data_dir", "path", "objects, users, locks and runtime files (DATA)", flag="--data"),
+    Setting("listen", "str", "HOST:PORT to listen on", flag="--listen"),
+    Setting("workers", "int", "gunicorn worker processes", flag="--workers"),
+    Setting(
+        "public_url",
+        "str",
+        "base URL of action links behind a proxy",
+        "(the request's host)",
+        flag="--public-url",
     ),
-    ("LFS_MAX_BATCH_OBJECTS", "max_batch_objects", "int", "objects per batch request (more: 413)"),
-    (
-        "LFS_MAX_OBJECT_SIZE",
-        "max_object_size",
-        "int",
-        "largest object, bytes (default 5 GiB; 0: none)",
-    ),
-    ("LFS_TOKEN_TTL", "token_ttl", "int", "seconds an action token stays valid (at most 7 days)"),
-    (
-        "LFS_LOGIN_FAILURES",
+    Setting("auto_create", "bool", "create a repository on its first upload (false: 404)"),
+    Setting("anonymous_read", "bool", "downloads and lock listing without logging in"),
+    Setting("max_batch_objects", "int", "objects per batch request (more: 413)"),
+    Setting("max_object_size", "int", "largest object in bytes (0: no limit)", "5 GiB"),
+    Setting("token_ttl", "int", "seconds an action token stays valid (at most 7 days)"),
+    Setting(
         "login_failures",
         "int",
-        "failed logins a minute per client address and per user before 429 (0: no limit)",
+        "failed logins a minute per address and per user, then 429 (0: off)",
     ),
-    (
-        "LFS_DB_BUSY_TIMEOUT",
-        "db_busy_timeout",
-        "int",
-        "seconds a request waits for the locks database before a 503",
+    Setting("db_busy_timeout", "int", "seconds to wait for the lock database, then 503"),
+    Setting("body_mode", "str", "gunicorn run by hand: `nginx` or `stream` (Flask reads bodies)"),
+    Setting("users_file", "path", "users and grants", "DATA/users.json", derived="users_path"),
+    Setting(
+        "locks_db", "path", "SQLite file of the locks", "DATA/locks.sqlite3", derived="locks_path"
     ),
-    ("LFS_BODY_MODE", "body_mode", "str", "'nginx' (bodies through nginx) or 'stream' (Flask)"),
-    ("LFS_USERS_FILE", "users_file", "path", "users and permissions (default DATA/users.json)"),
-    ("LFS_LOCKS_DB", "locks_db", "path", "SQLite file for locks (default DATA/locks.sqlite3)"),
-    (
-        "LFS_SECRET_KEY_FILE",
+    Setting(
         "secret_key_file",
         "path",
-        "token signing key (default DATA/secret.key)",
+        "key signing action tokens (made at start)",
+        "DATA/secret.key",
+        derived="key_path",
     ),
-    ("LFS_NGINX_BODY_DIR", "nginx_body_dir", "path", "nginx body temp dir (default DATA/tmp/body)"),
-    ("LFS_STORAGE", "storage", "str", "where objects live: 'local' (DATA/repos) or 's3'"),
-    ("LFS_S3_ENDPOINT", "s3_endpoint", "str", "S3 endpoint URL (default: AWS for the region)"),
-    ("LFS_S3_BUCKET", "s3_bucket", "str", "S3 bucket of the objects (LFS_STORAGE=s3)"),
-    ("LFS_S3_REGION", "s3_region", "str", "S3 region (default us-east-1)"),
-    ("LFS_S3_PREFIX", "s3_prefix", "str", "key prefix inside the bucket, e.g. 'lfs/'"),
-    (
-        "LFS_S3_TRANSFER",
+    Setting(
+        "nginx_body_dir",
+        "path",
+        "nginx's upload bodies; on the store's filesystem",
+        "DATA/tmp/body",
+        derived="body_dir",
+    ),
+    Setting(
+        "access_log",
+        "log",
+        "the app's access log: `off`, `stderr` or a file",
+        "stderr; DATA/run/access.log if a terminal",
+        derived="access_log_auto",
+    ),
+    Setting("log_format", "str", "access log lines: `text` or `json` (one object a line)"),
+    Setting("storage", "str", "`local` (DATA/repos) or `s3` (needs `lfs-server[s3]`)"),
+    Setting("s3_endpoint", "str", "S3 endpoint URL, e.g. a Ceph RADOS Gateway", "(AWS)"),
+    Setting("s3_bucket", "str", "the bucket (required with `s3`)", "—"),
+    Setting("s3_region", "str", "S3 region"),
+    Setting("s3_prefix", "str", "key prefix inside the bucket", "(none)"),
+    Setting(
         "s3_transfer",
         "str",
-        "downloads: 'proxy' (nginx streams from S3) or 'direct' (presigned S3 URLs)",
+        "downloads: `proxy` (nginx streams from S3) or `direct` (presigned URLs)",
     ),
-    (
-        "LFS_DATABASE_URL",
+    Setting(
         "database_url",
         "str",
-        "postgresql://... keeps locks and users in PostgreSQL (default: SQLite + users file)",
+        "`postgresql://...`: locks and users shared by nodes (needs `lfs-server[postgres]`)",
+        "(SQLite + users file)",
+        secret=True,
     ),
 )
+BY_KEY = {setting.key: setting for setting in SETTINGS}
+# (environment variable, Config field, kind, help), for callers of the older 4-tuple table.
+ENV_VARS: tuple[tuple[str, str, str, str], ...] = tuple(
+    (s.env, s.key, s.kind, s.help) for s in SETTINGS
+)
+CONFIG_FILE_ENV = "LFS_CONFIG_FILE"
+SOURCES = ("default", "file", "env", "flag")
 
 MAX_TOKEN_TTL = 7 * 24 * 3600
 _TRUE = {"1", "true", "yes", "on"}
@@ -107,6 +144,9 @@ class Config:
     locks_db: Path | None = None
     secret_key_file: Path | None = None
     nginx_body_dir: Path | None = None
+    # Off the terminal by default: `serve` often runs in the background of a user's shell.
+    access_log: str = ""
+    log_format: str = "text"
     storage: str = "local"
     s3_endpoint: str = ""
     s3_bucket: str = ""
@@ -159,6 +199,13 @@ class Config:
         if self.max_object_size < 0:
             raise ConfigError(f"max_object_size must be >= 0, got {self.max_object_size}")
         parse_listen(self.listen, "LFS_LISTEN (--listen)")
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"LFS_LOG_FORMAT must be 'text' or 'json', got {self.log_format!r}")
+        if self.access_log.strip() != self.access_log or "\0" in self.access_log:
+            raise ConfigError(
+                "LFS_ACCESS_LOG must be 'off', 'stderr' or a file path (no leading or trailing"
+                f" space), got {self.access_log!r}"
+            )
 
     # Derived paths: everything defaults to a place under data_dir. Those that resolve
     # links are computed once per Config (frozen): Path.resolve walks every component,
@@ -208,36 +255,204 @@ class Config:
         """The secret key that signs action tokens."""
         return Path(self.secret_key_file or self.root / "secret.key").resolve()
 
+    def access_log_target(self, on_terminal: bool) -> str | Path:
+        """Where the app's access log goes: 'off', 'stderr' or a file. Unset, it is stderr
+        (for service managers and `docker logs`) unless that is a terminal (*on_terminal*):
+        a `serve &` in a user's shell must not print into it, so DATA/run/access.log."""
+        if self.access_log in ("off", "stderr"):
+            return self.access_log
+        if self.access_log or on_terminal:
+            return Path(self.access_log or self.run_dir / "access.log").resolve()
+        return "stderr"
+
+    @property
+    def access_log_auto(self) -> str:
+        """The unset access log's target in words (`lfs-server config`)."""
+        return f"stderr, or {self.access_log_target(True)} if stderr is a terminal"
+
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Config:
-        """Build a Config from `LFS_*` variables in *environ*; *overrides* win over both."""
-        environ = os.environ if environ is None else environ
-        values: dict[str, object] = {}
-        for var, field, kind, _help in ENV_VARS:
-            raw = environ.get(var)
-            if raw is None:
-                continue
-            values[field] = _convert(var, raw, kind)
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        try:
-            return cls(**values)  # type: ignore[arg-type]
-        except TypeError as exc:
-            raise ConfigError(str(exc)) from None
+    def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        config_file: Path | str | None = None,
+        **overrides: object,
+    ) -> Config:
+        """Build a Config from the config file (*config_file*, else `LFS_CONFIG_FILE`), the
+        `LFS_*` variables in *environ* over it, and *overrides* (flags) over both."""
+        return load_config(environ, config_file, **overrides).config
 
     def to_env(self) -> dict[str, str]:
         """The `LFS_*` variables that make `Config.from_env` rebuild this config."""
         env: dict[str, str] = {}
-        for var, field, kind, _help in ENV_VARS:
-            value = getattr(self, field)
+        for setting in SETTINGS:
+            value = getattr(self, setting.key)
             if value is None:
                 continue
-            if kind == "bool":
-                env[var] = "1" if value else "0"
-            elif kind == "path":
-                env[var] = str(Path(value).resolve())
+            if setting.kind == "bool":
+                env[setting.env] = "1" if value else "0"
+            elif setting.kind == "path" or (
+                setting.kind == "log" and value not in ("", "off", "stderr")
+            ):
+                env[setting.env] = str(Path(value).resolve())
             else:
-                env[var] = str(value)
+                env[setting.env] = str(value)
         return env
+
+
+@dataclasses.dataclass(frozen=True)
+class Loaded:
+    """A Config with where each setting came from: 'default', 'file', 'env' or 'flag'."""
+
+    config: Config
+    sources: dict[str, str]
+    file: Path | None
+
+    def describe(self) -> list[dict[str, object]]:
+        """Each setting's effective value (secrets masked), source and variable, in table
+        order: what `lfs-server config` prints."""
+        rows: list[dict[str, object]] = []
+        for setting in SETTINGS:
+            value: object = getattr(self.config, setting.key)
+            if setting.derived and value in (None, ""):
+                value = getattr(self.config, setting.derived)
+            if isinstance(value, Path):
+                value = str(value.resolve())
+            if setting.secret and value:
+                value = mask_secret(str(value))
+            rows.append(
+                {
+                    "key": setting.key,
+                    "value": value,
+                    "source": self.sources[setting.key],
+                    "env": setting.env,
+                }
+            )
+        return rows
+
+
+def load_config(
+    environ: Mapping[str, str] | None = None,
+    config_file: Path | str | None = None,
+    **flags: object,
+) -> Loaded:
+    """Defaults, then the TOML file (*config_file*, else `$LFS_CONFIG_FILE`), then `LFS_*`
+    variables, then *flags* (None: not given); raise ConfigError naming a bad setting."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, object] = {}
+    sources = {setting.key: "default" for setting in SETTINGS}
+    path = Path(config_file) if config_file else None
+    if path is None and environ.get(CONFIG_FILE_ENV):
+        path = Path(environ[CONFIG_FILE_ENV])
+    if path is not None:
+        for key, value in read_config_file(path).items():
+            values[key] = value
+            sources[key] = "file"
+    for setting in SETTINGS:
+        raw = environ.get(setting.env)
+        if raw is not None:
+            values[setting.key] = _convert(setting.env, raw, setting.kind)
+            sources[setting.key] = "env"
+    for key, value in flags.items():
+        if value is not None:
+            if key not in BY_KEY:
+                raise TypeError(f"no setting {key!r}")
+            values[key] = value
+            sources[key] = "flag"
+    try:
+        config = Config(**values)  # type: ignore[arg-type]
+    except TypeError as exc:
+        raise ConfigError(str(exc)) from None
+    return Loaded(config, sources, path.resolve() if path else None)
+
+
+_TOML_TYPES = {
+    str: "a string",
+    int: "an integer",
+    float: "a float",
+    bool: "a boolean",
+    dict: "a table",
+    list: "an array",
+}
+_WANTED = {
+    "int": "an integer",
+    "bool": "true or false",
+    "str": "a string",
+    "path": "a string (a path)",
+    "log": "a string: off, stderr or a path",
+}
+
+
+def _example(setting: Setting) -> str:
+    """A line of a config file setting *setting* to its default."""
+    default = Config.__dataclass_fields__[setting.key].default
+    if setting.kind == "int":
+        return f"{setting.key} = {default}"
+    if setting.kind == "bool":
+        return f"{setting.key} = {str(default).lower()}"
+    shown = "/srv/lfs/..." if default is None else (default or "off")
+    return f'{setting.key} = "{shown}"'
+
+
+def read_config_file(path: Path) -> dict[str, object]:
+    """The settings of a TOML config file, converted; raise ConfigError naming the first
+    unknown key or wrong type. Relative paths are relative to the file's folder."""
+    try:
+        tomllib = importlib.import_module("tomllib")
+    except ImportError:  # Python 3.10: tomli is the same parser, if installed
+        try:
+            tomllib = importlib.import_module("tomli")
+        except ImportError:
+            raise ConfigError(
+                f"reading {path} needs Python 3.11 or `pip install tomli`; or use LFS_* variables"
+            ) from None
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(
+            f"config file {path} does not exist (from --config or {CONFIG_FILE_ENV})"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    values: dict[str, object] = {}
+    for key, value in data.items():
+        setting = BY_KEY.get(key)
+        if setting is None:
+            bare = key.lower().removeprefix("lfs_")  # LFS_LISTEN = ... means listen
+            close = [bare] if bare in BY_KEY else difflib.get_close_matches(key, BY_KEY, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(
+                f"{path}: unknown key {key!r}{hint}; the keys are {', '.join(BY_KEY)}"
+            )
+        wanted = _WANTED[setting.kind]
+        ok = {
+            "int": isinstance(value, int) and not isinstance(value, bool),
+            "bool": isinstance(value, bool),
+        }.get(setting.kind, isinstance(value, str))
+        if not ok:
+            got = next((n for t, n in _TOML_TYPES.items() if type(value) is t), "a date or time")
+            raise ConfigError(
+                f"{path}: {key} must be {wanted}, e.g. {_example(setting)}, got {value!r} ({got})"
+            )
+        if setting.kind == "path" or (setting.kind == "log" and value not in ("", "off", "stderr")):
+            value = (path.parent / str(value)).resolve()
+            value = str(value) if setting.kind == "log" else value
+        values[key] = value
+    return values
+
+
+def mask_secret(value: str) -> str:
+    """*value* with a URL's password (or, if it is no URL, all of it) replaced by ***."""
+    scheme, sep, rest = value.partition("://")
+    if not sep:
+        return "***"
+    userinfo, at, host = rest.rpartition("@")
+    if not at:
+        return value
+    user, colon, _password = userinfo.partition(":")
+    return f"{scheme}://{user}{':***' if colon else ''}@{host}"
 
 
 def _convert(var: str, raw: str, kind: str) -> object:

@@ -24,7 +24,7 @@ from typing import TextIO
 from lfs_server.authcache import KEY_ENV as AUTH_CACHE_KEY_ENV
 from lfs_server.backends import check_components as check_backends
 from lfs_server.backends.base import ObjectStore, StoreUnavailable
-from lfs_server.config import Config, parse_listen
+from lfs_server.config import CONFIG_FILE_ENV, Config, parse_listen
 from lfs_server.fsmode import make_dir
 from lfs_server.nginx import find_nginx, render_nginx_config, socket_path
 from lfs_server.tokens import load_or_create_key, proxy_secret
@@ -245,7 +245,13 @@ class Supervisor:
         if multipart:
             print(multipart, file=self.out, flush=True)
         host, port = parse_listen(config.listen)
-        env = {**os.environ, **config.to_env()}
+        # The workers get every setting as a variable, the file's included: they need not
+        # (and, after an edit, must not) read the config file again.
+        env = {k: v for k, v in os.environ.items() if k != CONFIG_FILE_ENV}
+        env.update(config.to_env())
+        # Decided here, where the user's terminal is known: a worker's stderr is the same.
+        access_log = config.access_log_target(self.err.isatty())
+        env["LFS_ACCESS_LOG"] = str(access_log)
         # The workers' shared password-check cache is keyed by a secret that lives only in
         # memory, new at every start (authcache.py).
         env[AUTH_CACHE_KEY_ENV] = secrets.token_hex(32)
@@ -279,7 +285,8 @@ class Supervisor:
         mode = "nginx + gunicorn" if self.use_nginx else "gunicorn only (--no-nginx)"
         print(
             f"lfs-server: serving http://{config.listen}/ "
-            f"({mode}, {config.workers} workers, data {config.root})",
+            f"({mode}, {config.workers} workers, data {config.root};"
+            f" access log: {access_log})",
             file=self.out,
             flush=True,
         )

@@ -1,0 +1,82 @@
+"""The app's access log: one line per request, off, on stderr or appended to a file, as
+text (`key=value`) or JSON lines; where and how come from Config (LFS_ACCESS_LOG,
+LFS_LOG_FORMAT)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import logging.handlers
+import sys
+from pathlib import Path
+
+from lfs_server.config import Config
+
+
+def _escaped(text: str) -> str:
+    """*text* with quotes, backslashes, control and non-ASCII characters escaped (JSON
+    style), so a request path cannot end its text line or forge another one."""
+    return json.dumps(text)[1:-1]
+
+
+class AccessLog:
+    """Writes one line per request where *config* says; `write` does nothing when off."""
+
+    def __init__(self, config: Config) -> None:
+        self.json = config.log_format == "json"
+        target = config.access_log_target(sys.stderr.isatty())
+        # A logger of its own per app (not registered by name): two apps in one process,
+        # as tests build them, never share or stack handlers.
+        self.logger: logging.Logger | None = None
+        if target == "off":
+            return
+        handler: logging.Handler
+        if isinstance(target, Path):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            # Reopened when logrotate moves the file; O_APPEND keeps workers' lines whole.
+            handler = logging.handlers.WatchedFileHandler(target, encoding="utf-8", delay=True)
+        else:
+            handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        self.logger = logging.Logger("lfs_server.access", logging.INFO)
+        self.logger.addHandler(handler)
+
+    def write(
+        self,
+        *,
+        request_id: str,
+        user: str | None,
+        repo: str | None,
+        method: str,
+        path: str,
+        status: int,
+        nbytes: int,
+        time_ms: float,
+    ) -> None:
+        """Log one request; strings are escaped, so no field can start a line of its own."""
+        if self.logger is None:
+            return
+        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+        if self.json:
+            line = json.dumps(
+                {
+                    "time": now,
+                    "request_id": request_id,
+                    "user": user,
+                    "repo": repo,
+                    "method": method,
+                    "path": path,
+                    "status": status,
+                    "bytes": nbytes,
+                    "time_ms": round(time_ms, 1),
+                }
+            )
+        else:
+            line = (
+                f"{now} request_id={_escaped(request_id)}"
+                f" user={_escaped(user) if user is not None else '-'} repo={repo or '-'}"
+                f' "{_escaped(method)} {_escaped(path)}" status={status} bytes={nbytes}'
+                f" time_ms={time_ms:.1f}"
+            )
+        self.logger.info(line)
