@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.resources
+import importlib.util
 import inspect
 import os
 import pkgutil
@@ -287,3 +288,66 @@ def test_resource_support_does_not_import_the_importer() -> None:
     code = "import sys, embeddedimport._resources; print('embeddedimport.importer' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+# --- the portable interpreter's bundle, indexed on first use (_startup._LazyBundle) --------
+
+LAZY = [
+    ("lazymod.py", b"VALUE = 1\n"),
+    ("lazypkg/__init__.py", b""),
+    ("lazypkg/sub.py", b"X = 2\n"),
+    ("lazy_dist-1.0.dist-info/METADATA", b"Metadata-Version: 2.1\nName: lazy-dist\nVersion: 1.0\n"),
+]
+
+
+def _lazy(exe: Path) -> object:
+    from embeddedimport import _startup
+    from embeddedimport.pe import find_resource
+
+    data = find_resource(exe, 10, 200)
+    assert data is not None
+    lazy = _startup._LazyBundle(str(exe), data)
+    lazy.install()
+    return lazy
+
+
+def test_lazy_bundle_builds_nothing_for_modules_it_lacks(
+    make_exe: MakeExe, clean_imports: None
+) -> None:
+    from embeddedimport import _startup
+
+    exe = make_exe(LAZY, command=None)
+    lazy: _startup._LazyBundle = _lazy(exe)  # type: ignore[assignment]
+    assert sys.path[0] == str(exe) and sys.path_hooks[0] is lazy
+    assert importlib.util.find_spec("lazy_not_in_the_bundle") is None
+    assert lazy.importer is None  # answered from the name list: nothing inflated
+    assert isinstance(sys.path_importer_cache[str(exe)], _startup._LazyFinder)
+    assert importlib.import_module("lazymod").VALUE == 1
+    # Built now, and in the places of the lazy objects.
+    assert isinstance(lazy.importer, EmbeddedImporter)
+    assert sys.path_importer_cache[str(exe)] is lazy.importer
+    assert lazy not in sys.path_hooks and lazy.metadata_finder not in sys.meta_path
+    assert importlib.import_module("lazypkg.sub").X == 2
+    assert importlib.import_module("lazypkg.sub").__file__ == under(exe, "lazypkg", "sub.py")
+
+
+def test_lazy_bundle_serves_metadata_and_pkgutil(make_exe: MakeExe, clean_imports: None) -> None:
+    from importlib import metadata
+
+    exe = make_exe(LAZY, command=None)
+    _lazy(exe)
+    assert metadata.version("lazy-dist") == "1.0"
+    exe2 = make_exe(LAZY, command=None, name="other.exe")
+    _lazy(exe2)
+    found = {info.name for info in pkgutil.iter_modules([str(exe2)])}
+    assert found == {"lazymod", "lazypkg"}
+
+
+def test_lazy_bundle_with_a_damaged_name_list_reports_it_on_use(
+    make_exe: MakeExe, clean_imports: None
+) -> None:
+    good = original_bundle([("lazymod.py", b"VALUE = 1\n")])
+    exe = make_exe(bundle=good[:-3], command=None)  # the name list cut short
+    _lazy(exe)
+    with pytest.raises(BundleError, match="truncated"):
+        importlib.import_module("anything")

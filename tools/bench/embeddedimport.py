@@ -367,26 +367,53 @@ def bench_build(work: Path, count: int, repeats: int) -> None:
 
 # --- 4. exepy's portable interpreter under Wine (issue 23) ----------------------------------
 
-# Standard modules left out of the import test: side effects (a browser, prints, a GUI),
-# no Tcl/Tk in the embeddable runtime, or Wine gaps (WMI).
+# Standard modules left out of the import test: side effects (a browser, prints, a GUI,
+# __main__ modules), no Tcl/Tk in the embeddable runtime, Wine gaps (WMI), test suites.
 SKIP_MODULES = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "pydoc_data"}
+SKIP_PARTS = {"__main__", "test", "tests", "encodings"}  # encodings: 100+ codecs, alike
+
+# Run by the runtime's own python.exe: up to N standard modules that import there, the public
+# top-level ones first, then public submodules, each name in the stdlib zip.
+PROBE = """\
+import importlib, sys, zipfile
+skip, parts, limit = set(sys.argv[1].split(",")), set(sys.argv[2].split(",")), int(sys.argv[3])
+names = set()
+for entry in zipfile.ZipFile(sys.path[0]).namelist():
+    if entry.endswith(".pyc"):
+        dotted = entry[:-4].replace("/", ".").removesuffix(".__init__")
+        if not any(p.startswith("_") or p in parts for p in dotted.split(".")):
+            names.add(dotted)
+ok = []
+for name in sorted(names, key=lambda n: (n.count("."), n)):
+    if name.split(".")[0] in skip:
+        continue
+    try:
+        importlib.import_module(name)
+    except Exception:
+        continue
+    ok.append(name)
+    if len(ok) == limit:
+        break
+print(" ".join(ok))
+"""
 
 
-def bench_interpreter(work: Path, repeats: int, version: str) -> None:
-    """``-c pass`` and 300 standard-module imports: the interpreter exe (onedir, onefile)
-    against the runtime's own python.exe, interleaved, medians, under Wine (natively on
-    Windows)."""
+def bench_interpreter(work: Path, repeats: int, version: str, modules: int) -> None:
+    """``-c pass`` and *modules* standard-module imports: the interpreter exe (onedir,
+    onefile) as ``exepy build python.exe --interpreter --runtime V`` writes it, against the
+    runtime's own python.exe, interleaved, medians of wall-clock and of CPU time (user +
+    system of the process: on a shared machine the steadier of the two), under Wine
+    (natively on Windows, wall time only)."""
     for src in ("exepy",):
         sys.path.insert(0, str(ROOT / "packages" / src / "src"))
     from exepy import runtime, standalone
 
     found = runtime.fetch(version)
     (work / "interp").mkdir()
-    (work / "interp" / "empty.py").write_text("")
     common = {"cwd": work / "interp", "runtime": found, "interpreter": True, "name": "python"}
-    onedir = standalone.build_standalone(work / "interp" / "dist", Path("empty.py"), **common)
+    onedir = standalone.build_standalone(work / "interp" / "dist", None, **common)
     onefile = standalone.build_standalone(
-        work / "interp" / "python.exe", Path("empty.py"), onefile=True, **common
+        work / "interp" / "python.exe", None, onefile=True, **common
     )
     launcher: list[str] = []
     env = clean_env(DISPLAY="")
@@ -428,21 +455,14 @@ def bench_interpreter(work: Path, repeats: int, version: str) -> None:
             timeout=300,
             check=False,
         )
-        probe = (
-            "import sys, importlib\n"
-            f"skip = {sorted(SKIP_MODULES)!r}\n"
-            "ok = []\n"
-            "for name in sorted(sys.stdlib_module_names):\n"
-            "    if name.startswith('_') or name in skip:\n"
-            "        continue\n"
-            "    try:\n"
-            "        importlib.import_module(name)\n"
-            "    except Exception:\n"
-            "        continue\n"
-            "    ok.append(name)\n"
-            "print(' '.join(ok[:300]))\n"
-        )
-        names = run(found.path / "python.exe", "-c", probe).stdout.split()
+        names = run(
+            found.path / "python.exe",
+            "-c",
+            PROBE,
+            ",".join(sorted(SKIP_MODULES)),
+            ",".join(sorted(SKIP_PARTS)),
+            str(modules),
+        ).stdout.split()
         imports = f"import {', '.join(names)}"
         programs = {
             "python.exe (runtime's own)": found.path / "python.exe",
@@ -453,20 +473,30 @@ def bench_interpreter(work: Path, repeats: int, version: str) -> None:
             if run(exe, "-c", imports).returncode != 0:
                 raise SystemExit(f"embeddedimport bench: {exe} cannot import {len(names)} modules")
 
-        def timer(exe: Path, *args: str) -> Callable[[], float]:
+        cpu: dict[str, list[float]] = {}
+
+        def timer(label: str, exe: Path, *args: str) -> Callable[[], float]:
             def once() -> float:
+                before = _children_cpu()
                 start = time.perf_counter()
                 done = run(exe, *args)
+                elapsed = time.perf_counter() - start
+                cpu.setdefault(label, []).append(_children_cpu() - before)
                 if done.returncode != 0:
                     raise SystemExit(f"embeddedimport bench: {exe} failed: {done.stderr[-300:]}")
-                return time.perf_counter() - start
+                return elapsed
 
             return once
 
-        runs = {f"{label}, -c pass": timer(exe, "-c", "pass") for label, exe in programs.items()}
+        runs = {
+            f"{label}, -c pass": timer(f"{label}, -c pass", exe, "-c", "pass")
+            for label, exe in programs.items()
+        }
         runs.update(
             {
-                f"{label}, {len(names)} imports": timer(exe, "-c", imports)
+                f"{label}, {len(names)} imports": timer(
+                    f"{label}, {len(names)} imports", exe, "-c", imports
+                )
                 for label, exe in programs.items()
             }
         )
@@ -475,16 +505,30 @@ def bench_interpreter(work: Path, repeats: int, version: str) -> None:
         if server is not None:
             subprocess.run([server, "-k"], env=env, check=False)
     print(f"4. exepy interpreter exe, Python {found.version}, {repeats} interleaved runs, medians")
-    print(f"   {'case':52} {'ms':>8} {'x python.exe':>13}")
+    print(f"   {'case':46} {'wall ms':>8} {'x python':>9} {'CPU ms':>8} {'x python':>9}")
     for kind in ("-c pass", f"{len(names)} imports"):
-        base = median_ms(results[f"python.exe (runtime's own), {kind}"])
+        base = f"python.exe (runtime's own), {kind}"
         for label in programs:
-            value = median_ms(results[f"{label}, {kind}"])
-            print(f"   {label + ', ' + kind:52} {value:8.1f} {value / base:12.2f}x")
+            key = f"{label}, {kind}"
+            wall, spent = median_ms(results[key]), median_ms(cpu[key])
+            print(
+                f"   {key:46} {wall:8.1f} {wall / median_ms(results[base]):8.2f}x "
+                f"{spent:8.1f} {spent / max(median_ms(cpu[base]), 1e-9):8.2f}x"
+            )
     print(
         f"   sizes: onefile {onefile.size / 1e6:.1f} MB (whole standard library inside); "
         f"onedir exe {onedir.size / 1e6:.1f} MB + the runtime's binaries"
     )
+
+
+def _children_cpu() -> float:
+    """User + system time of the finished child processes (0 where unknown: Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return 0.0
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -500,7 +544,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.interpreter:
         with tempfile.TemporaryDirectory(prefix="bench-embeddedimport-") as tmp:
-            bench_interpreter(Path(tmp), args.repeats, args.interpreter)
+            bench_interpreter(Path(tmp), args.repeats, args.interpreter, args.modules)
         return 0
     print(f"Python {sys.version.split()[0]} on {sys.platform}, {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(prefix="bench-embeddedimport-") as tmp:

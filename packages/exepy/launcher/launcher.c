@@ -33,6 +33,11 @@
  * folder; a stamp file written last is the only thing a later start checks (one file
  * read, however many files the packages have).
  *
+ * The few standard modules CPython imports before any code runs (encodings and the codecs
+ * of UTF-8 and the ANSI code page, linecache) are served frozen from the appended zip's
+ * .pyc files (freeze_startup_modules): a start that imports nothing else never has
+ * zipimport parse the zip's directory.
+ *
  * An interpreter exe parses its command line as python.exe does (CPython's own parser and
  * Py_RunMain: scripts, -c, -m, -i, -, the REPL, exit codes) with the bundle (200) importable,
  * isolated by default as the original single-binary python.exe was: the environment
@@ -49,6 +54,7 @@
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <wchar.h>
 
@@ -87,6 +93,7 @@ typedef int (*FinalizeFn)(void);
 typedef void *(*BytesFromFn)(const char *, intptr_t);
 typedef int (*SysSetFn)(const char *, void *);
 typedef void (*DecRefFn)(void *);
+typedef PyStatus (*SetStringFn)(void *, wchar_t **, const wchar_t *);
 
 /* PyPreConfig (unchanged from 3.8 to 3.13 on Windows): utf8_mode follows _config_init,
  * parse_argv, isolated, use_environment, configure_locale, coerce_c_locale,
@@ -857,6 +864,136 @@ static int ensure_packages(const wchar_t *runtime, wchar_t *out, size_t out_len)
     return 0;
 }
 
+/* --- start-up modules frozen from the standard library zip ----------------------------- */
+
+/* The table PyImport_FrozenModules points to, which CPython looks in before the path-based
+ * import (after its own bootstrap), as an array of struct _frozen (Include/cpython/import.h):
+ * {const char *name; const unsigned char *code (a marshalled code object); int size;
+ * int is_package;} followed in 3.11 and 3.12 by PyObject *(*get_code)(void), gone in 3.13;
+ * an entry with no name ends it. */
+#define FROZEN_MAX 6
+static uint64_t frozen[(FROZEN_MAX + 1) * 4];
+static char frozen_names[FROZEN_MAX][32];
+
+static void set_frozen(int index, int minor, const char *name, const uint8_t *code, int size, int is_package)
+{
+    uint8_t *entry = (uint8_t *)frozen + index * (minor >= 13 ? 24 : 32);
+    memcpy(entry, &name, sizeof name);
+    memcpy(entry + 8, &code, sizeof code);
+    memcpy(entry + 16, &size, sizeof size);
+    memcpy(entry + 20, &is_package, sizeof is_package);
+}
+
+static int read_at(HANDLE file, uint64_t offset, void *buffer, DWORD size)
+{
+    OVERLAPPED where = {0};
+    where.Offset = (DWORD)offset;
+    where.OffsetHigh = (DWORD)(offset >> 32);
+    DWORD got = 0;
+    return ReadFile(file, buffer, size, &got, &where) && got == size;
+}
+
+static uint16_t read_u16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+/* The modules python.exe itself imports from its zip before running anything: the
+ * encodings package with the codecs of UTF-8 and of the ANSI code page, and linecache
+ * (3.13 imports it for -c). Served frozen, from the .pyc files of this exe's appended zip
+ * (compiled by the runtime: the magic number checked), they cost a few reads here; through zipimport
+ * they cost opening the file once per module and, first, parsing the zip's whole central
+ * directory in Python (~2 ms under Wine), which a start that imports nothing else then
+ * never does. Any problem: nothing is frozen and zipimport serves them as before.
+ * The frozen encodings package finds its other codecs through sys._stdlib_dir, which
+ * must then name the zip (set_start_up_paths): 3.13 only, where config.stdlib_dir reaches
+ * it; 3.11 and 3.12 import the package itself from the zip as before. */
+static void freeze_startup_modules(HMODULE python, int minor)
+{
+    /* The .pyc magic numbers of the final releases (PyImport_GetMagicNumber needs a
+     * running interpreter); "\r\n" follows. */
+    uint32_t expected = (minor == 11 ? 3495u : minor == 12 ? 3531u : minor == 13 ? 3571u : 0u) | 0x0a0d0000u;
+    const void **table = (const void **)(void *)GetProcAddress(python, "PyImport_FrozenModules");
+    if (table == NULL || *table != NULL || (expected & 0xffff) == 0)
+        return;
+    const char *wanted[FROZEN_MAX] = {minor >= 13 ? "encodings" : "", "encodings.aliases", "encodings.utf_8", frozen_names[0],
+                                      "linecache", NULL};
+    _snprintf(frozen_names[0], sizeof frozen_names[0], "encodings.cp%u", GetACP());
+    HANDLE file = CreateFileW(exe_path, GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, NULL,
+                              OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, NULL);
+    if (file == INVALID_HANDLE_VALUE)
+        return;
+    uint8_t *directory = NULL;
+    static uint8_t tail[65536 + 22]; /* the end record, after a comment or a signature */
+    LARGE_INTEGER file_size;
+    if (!GetFileSizeEx(file, &file_size) || file_size.QuadPart < 22)
+        goto done;
+    DWORD tail_size = file_size.QuadPart < (LONGLONG)sizeof tail ? (DWORD)file_size.QuadPart : (DWORD)sizeof tail;
+    uint64_t tail_start = (uint64_t)file_size.QuadPart - tail_size;
+    if (!read_at(file, tail_start, tail, tail_size))
+        goto done;
+    DWORD end = tail_size - 22 + 1;
+    while (end-- > 0 && read_u32(tail + end) != 0x06054b50)
+        ;
+    if (end == (DWORD)-1)
+        goto done;
+    uint32_t cd_size = read_u32(tail + end + 12), cd_offset = read_u32(tail + end + 16);
+    uint64_t cd_start = tail_start + end - cd_size; /* the zip may follow other data */
+    if (cd_size > tail_start + end || cd_offset > cd_start || cd_size > (64u << 20))
+        goto done;
+    uint64_t zip_start = cd_start - cd_offset;
+    directory = HeapAlloc(GetProcessHeap(), 0, cd_size ? cd_size : 1);
+    if (directory == NULL || !read_at(file, cd_start, directory, cd_size))
+        goto done;
+    int count = 0;
+    for (uint32_t at = 0; at + 46 <= cd_size && read_u32(directory + at) == 0x02014b50;) {
+        uint16_t method = read_u16(directory + at + 10), name_len = read_u16(directory + at + 28);
+        uint32_t packed = read_u32(directory + at + 20), raw = read_u32(directory + at + 24);
+        uint32_t local = read_u32(directory + at + 42);
+        const char *name = (const char *)directory + at + 46;
+        uint32_t next = at + 46 + name_len + read_u16(directory + at + 30) + read_u16(directory + at + 32);
+        if (next > cd_size)
+            break;
+        for (int i = 0; wanted[i] != NULL && count < FROZEN_MAX; i++) {
+            /* "encodings.utf_8" is "encodings/utf_8.pyc"; the package "encodings/__init__.pyc" */
+            char path[64];
+            int package = i == 0;
+            if (wanted[i][0] == 0)
+                continue; /* 3.11, 3.12: no frozen package */
+            int n = _snprintf(path, sizeof path, package ? "%s/__init__.pyc" : "%s.pyc", wanted[i]);
+            for (int k = 0; k < n; k++)
+                if (path[k] == '.' && k < n - 4)
+                    path[k] = '/';
+            if (n != name_len || memcmp(name, path, n) != 0 || raw < 17 || (method != 0 && method != 8))
+                continue;
+            uint8_t header[30];
+            if (!read_at(file, zip_start + local, header, 30) || read_u32(header) != 0x04034b50)
+                break;
+            uint64_t data_at = zip_start + local + 30 + read_u16(header + 26) + read_u16(header + 28);
+            uint8_t *pyc = HeapAlloc(GetProcessHeap(), 0, raw), *in = method ? HeapAlloc(GetProcessHeap(), 0, packed) : pyc;
+            if (pyc == NULL || in == NULL || packed != (method ? packed : raw) || !read_at(file, data_at, in, packed) ||
+                (method && !inflate_raw(in, packed, pyc, raw)) || read_u32(pyc) != expected) {
+                if (pyc != NULL)
+                    HeapFree(GetProcessHeap(), 0, pyc);
+                if (method && in != NULL)
+                    HeapFree(GetProcessHeap(), 0, in);
+                break;
+            }
+            if (method)
+                HeapFree(GetProcessHeap(), 0, in);
+            /* The .pyc header is 16 bytes: magic, flags, and the source's date and size or hash. */
+            set_frozen(count++, minor, wanted[i], pyc + 16, (int)(raw - 16), package);
+        }
+        at = next;
+    }
+    if (count > 0)
+        *table = frozen;
+done:
+    if (directory != NULL)
+        HeapFree(GetProcessHeap(), 0, directory);
+    CloseHandle(file);
+}
+
 /* --- start CPython -------------------------------------------------------------------- */
 
 static FARPROC need(HMODULE dll, const char *name, int *missing)
@@ -865,6 +1002,31 @@ static FARPROC need(HMODULE dll, const char *name, int *missing)
     if (proc == NULL)
         *missing = 1;
     return proc;
+}
+
+/* home and stdlib_dir, the PyConfig fields around the search path (the same order in
+ * 3.11-3.13: home, platlibdir, module_search_paths_set, module_search_paths, stdlib_dir);
+ * 3.13 only (3.11 and 3.12 do not pass stdlib_dir on to sys._stdlib_dir).
+ * stdlib_dir = the exe's zip: sys._stdlib_dir, from which frozen modules get __file__ and
+ * the frozen encodings package its __path__ (where the other codecs are found).
+ * home = the runtime's folder: CPython's path calculation then looks for no landmark, venv
+ * or ._pth file (a dozen failing file probes up to the drive's root), and sys.prefix is
+ * that folder as it is for python.exe. */
+static int set_start_up_paths(uint8_t *cfg, int minor, int search_paths_set, int search_paths, const wchar_t *home,
+                              const wchar_t *stdlib_dir, SetStringFn set_string, StatusExceptionFn status_exception,
+                              ExitStatusExceptionFn exit_status)
+{
+    wchar_t **home_field = (wchar_t **)(cfg + search_paths_set - 16), **stdlib_field = (wchar_t **)(cfg + search_paths + 16);
+    if (*home_field != NULL || *(wchar_t **)(cfg + search_paths_set - 8) != NULL || *stdlib_field != NULL)
+        return fail(L"unexpected PyConfig layout in this Python DLL: rebuild with a supported runtime");
+    if (minor < 13)
+        return 0;
+    PyStatus status = set_string(cfg, stdlib_field, stdlib_dir);
+    if (!status_exception(status))
+        status = set_string(cfg, home_field, home);
+    if (status_exception(status))
+        exit_status(status);
+    return 0;
 }
 
 int wmain(int argc, wchar_t **argv)
@@ -947,6 +1109,7 @@ int wmain(int argc, wchar_t **argv)
     InitPreConfigFn pre_init_python = (InitPreConfigFn)(void *)need(python, "PyPreConfig_InitPythonConfig", &missing);
     InitConfigFn config_init_python = (InitConfigFn)(void *)need(python, "PyConfig_InitPythonConfig", &missing);
     RunMainFn run_main = (RunMainFn)(void *)need(python, "Py_RunMain", &missing);
+    SetStringFn set_string = (SetStringFn)(void *)need(python, "PyConfig_SetString", &missing);
     if (missing)
         return fail(L"the Python DLL lacks the PyConfig API (Python 3.11 or later is needed)");
 
@@ -1056,6 +1219,10 @@ int wmain(int argc, wchar_t **argv)
         status = list_append(paths, packages); /* onefile: the unpacked packages (205) */
     if (status_exception(status))
         exit_status(status);
+    if (set_start_up_paths(cfg, minor, search_paths_set, search_paths, folder, stdlib_entry, set_string, status_exception,
+                           exit_status))
+        return 1;
+    freeze_startup_modules(python, minor);
     status = initialize(cfg);
     config_clear(cfg);
     if (status_exception(status))

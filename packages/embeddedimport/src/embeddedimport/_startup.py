@@ -9,9 +9,11 @@ the process ends with the application's exit status: a stock CPython cannot be t
 skip its own command-line handling, so the hook has to finish the process itself.
 """
 
-import os
 import sys
 
+# No os (nor anything else) at module level: the portable interpreter runs this module at
+# every start, and python.exe -c pass imports no os (~2 ms under Wine, _collections_abc
+# included). The functions that need it import it.
 TYPE_CHECKING = False  # not typing's: no typing import on the start-up path
 
 if TYPE_CHECKING:
@@ -141,7 +143,7 @@ def _runtime_prefixes() -> None:
         import _winapi  # built in on Windows
 
         dll = _winapi.GetModuleFileName(handle)  # type: ignore[attr-defined]
-        folder = os.path.dirname(dll)  # noqa: PTH120
+        folder = dll[: max(dll.rfind("\\"), dll.rfind("/"), 0)]  # os.path.dirname, without os
     elif len(sys.path) > 1:
         folder = sys.path[-1]  # the launcher's second entry: the runtime's folder
     if folder:
@@ -159,20 +161,155 @@ def interpreter(
     handling and before ``Py_RunMain`` runs the script, ``-c``, ``-m`` or the REPL:
     ``table`` and ``data`` are resources 204 and 200, as for :func:`standalone`. Not frozen:
     the exe is an interpreter, so multiprocessing's usual ``-c`` children just work.
+    The bundle is indexed on first use (:class:`_LazyBundle`): ``python.exe -c pass``
+    imports no more than the runtime's own python.exe does.
     """
     if table is not None:
         sys.meta_path.insert(0, _BootTable(table, sys.path[0]))
     _runtime_prefixes()
     if data is not None:
-        from .importer import Bundle, install
-
         # After the script's folder (Py_RunMain puts it first), before the stdlib.
-        install(bundle=Bundle(sys.executable, data, None), index=0)
+        _LazyBundle(sys.executable, data).install()
     if not sys.flags.ignore_environment:
         # -X use_environment: CPython ignores PYTHONPATH once the launcher has set the
         # search path, so its entries go first here, as python.exe puts them.
+        import os
+
         extra = os.environ.get("PYTHONPATH", "")
         sys.path[0:0] = [entry for entry in extra.split(os.pathsep) if entry]
+
+
+class _LazyBundle:
+    """The interpreter's bundle as a path hook and a metadata finder that build the real
+    ones (:mod:`embeddedimport.importer`: ``os``, ``struct``, inflating, indexing) only
+    when an import or ``importlib.metadata`` may need them.
+
+    Which top-level names the exe can serve comes from the bundle's name list, which the
+    format stores uncompressed at the end of resource 200: no inflating to answer "not
+    here" for every standard module that ``sys.path`` looks up past the exe.
+    """
+
+    def __init__(self, executable: str, data: bytes) -> None:
+        self.executable = executable
+        self._data = data
+        self._hook: Any = None
+        self.importer: Any = None  # the real EmbeddedImporter of the exe, once built
+        self._tops: frozenset[str] | None = None
+        self.metadata_finder = _LazyMetadataFinder(self)
+
+    def install(self) -> None:
+        """What :func:`embeddedimport.importer.install` does, with the lazy objects."""
+        sys.path_hooks.insert(0, self)
+        sys.path.insert(0, self.executable)
+        # Before the path-based finder, as install() puts it (without importing importlib).
+        meta_path = sys.meta_path
+        names = [getattr(finder, "__name__", None) for finder in meta_path]
+        where = names.index("PathFinder") if "PathFinder" in names else len(meta_path)
+        meta_path.insert(where, self.metadata_finder)
+
+    def real(self) -> "Any":
+        """The real :class:`~embeddedimport.importer.BundlePathHook`, built once; it takes
+        this object's places in ``sys.path_hooks`` and ``sys.meta_path``, and the real
+        importer of the exe takes :class:`_LazyFinder`'s in ``sys.path_importer_cache``."""
+        if self._hook is None:
+            from .importer import Bundle, BundlePathHook
+
+            self._hook = hook = BundlePathHook(Bundle(self.executable, self._data, None))
+            self.importer = hook(self.executable)
+            hooks, meta_path = sys.path_hooks, sys.meta_path
+            hooks[:] = [hook if entry is self else entry for entry in hooks]
+            meta_path[:] = [
+                hook.metadata_finder if entry is self.metadata_finder else entry
+                for entry in meta_path
+            ]
+            cache = sys.path_importer_cache
+            for path, finder in list(cache.items()):
+                if isinstance(finder, _LazyFinder) and finder._lazy is self:
+                    cache[path] = self.importer
+        return self._hook
+
+    def may_hold(self, name: str) -> bool:
+        """Whether the exe's top level may have module, package or folder *name*."""
+        tops = self._tops
+        if tops is None:
+            tops = self._tops = _top_level_names(self._data)
+        return name in tops or name + ".py" in tops
+
+    def __call__(self, path: str) -> "Any":
+        if path == self.executable:
+            return _LazyFinder(self) if self._hook is None else self.importer
+        key, exe = path.lower().replace("/", "\\"), self.executable.lower().replace("/", "\\")
+        if key.startswith(exe) and key[len(exe) : len(exe) + 1] in ("\\", ""):
+            return self.real()(path)  # case or separators differ, or a folder inside
+        raise ImportError("not inside this executable's bundle", path=path)
+
+    def __repr__(self) -> str:
+        return f"<LazyBundle {self.executable!r}>"
+
+
+def _top_level_names(data: bytes) -> "frozenset[str]":
+    """First components of the bundle's names (``pkg``, ``mod.py``); everything if the
+    resource is too damaged to say (the real importer then reports it)."""
+    try:
+        compressed, _, count = (int.from_bytes(data[at : at + 4], "little") for at in (0, 4, 8))
+        tail = data[12 + 4 * count + compressed :]
+        if tail.count(b"\0") < count:  # each name ends with a NUL: cut short
+            raise ValueError
+        names = tail.split(b"\0")[:count]
+        return frozenset(name.replace(b"/", b"\\").partition(b"\\")[0].decode() for name in names)
+    except ValueError:
+        return _EVERYTHING
+
+
+class _Everything(frozenset[str]):
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+_EVERYTHING: "frozenset[str]" = _Everything()
+
+
+class _LazyFinder:
+    """``sys.path_importer_cache`` entry of the exe until the bundle is needed: a module
+    whose top-level name the bundle lacks is "not here" without building anything."""
+
+    def __init__(self, lazy: _LazyBundle) -> None:
+        self._lazy = lazy
+
+    def find_spec(self, fullname: str, target: object = None) -> "Any":
+        lazy = self._lazy
+        if lazy._hook is None and not lazy.may_hold(fullname.rpartition(".")[2]):
+            return None
+        lazy.real()
+        return lazy.importer.find_spec(fullname, target)
+
+    def invalidate_caches(self) -> None:
+        if self._lazy.importer is not None:
+            self._lazy.importer.invalidate_caches()
+
+    def __getattr__(self, name: str) -> "Any":
+        # Everything else the real importer offers (iter_modules for pkgutil, files(), ...).
+        if name.startswith("__"):
+            raise AttributeError(name)
+        self._lazy.real()
+        return getattr(self._lazy.importer, name)
+
+    def __repr__(self) -> str:
+        return f"<LazyFinder {self._lazy.executable!r}>"
+
+
+class _LazyMetadataFinder:
+    """On ``sys.meta_path`` for ``importlib.metadata``: builds the bundle when asked for
+    distributions."""
+
+    def __init__(self, lazy: _LazyBundle) -> None:
+        self._lazy = lazy
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+        return None
+
+    def find_distributions(self, context: "Any" = None) -> "Any":
+        return self._lazy.real().metadata_finder.find_distributions(context)
 
 
 _SPAWN_CODE = "from multiprocessing.spawn import spawn_main; spawn_main("
@@ -253,7 +390,8 @@ class _BootTable:
         found = self._table.get(name)
         if found is None:
             return None
-        origin = self._entry + os.sep + found[0].replace("/", os.sep)
+        sep = "\\" if sys.platform == "win32" else "/"
+        origin = self._entry + sep + found[0].replace("/", sep)
         # importlib.machinery.ModuleSpec without importing importlib (sys's spec: this
         # module may run from the table, without a spec of its own).
         spec = type(sys.__spec__)(
@@ -263,7 +401,7 @@ class _BootTable:
         )
         spec.has_location = True
         if found[0].endswith("/__init__.py"):  # a package: its submodules stay in the zip
-            spec.submodule_search_locations = [origin.rpartition(os.sep)[0]]
+            spec.submodule_search_locations = [origin.rpartition(sep)[0]]
         return spec
 
     def create_module(self, spec: object) -> None:
@@ -301,10 +439,14 @@ def _after_site(action: "Callable[[], None]") -> None:
 def _bad_command_line(executable: str, error: Exception) -> None:
     """End on a command line the exe cannot run (found before the application starts):
     one line naming the exe, and status 2, as CPython answers a bad option."""
+    import os
+
     _fatal(f"{os.path.basename(executable)}: error: {error}", status=2)  # noqa: PTH119 - no pathlib at start-up
 
 
 def _fatal(message: str, status: int = 1) -> None:
+    import os
+
     if sys.stderr is not None:
         print(message, file=sys.stderr)  # noqa: T201 - no logging at start-up
         sys.stderr.flush()
