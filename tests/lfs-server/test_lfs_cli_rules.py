@@ -492,3 +492,19 @@ def test_settings_cannot_inject_nginx_directives(
     assert not (tmp_path / "data").exists()
     r = cli("nginx-config", *args, data=tmp_path / "data", env={**clean, **env})
     one_error_line(r, fragment)
+
+
+def test_config_report_to_a_file_and_a_bad_config_file_stops_serve(tmp_path: Path) -> None:
+    import json
+
+    out = tmp_path / "settings.json"
+    r = cli("config", "--json", str(out), data=tmp_path)
+    assert r.returncode == 0 and "data_dir" in r.stdout, r.stderr
+    settings = json.loads(out.read_text())["settings"]
+    assert settings["data_dir"] == {"value": str(tmp_path), "source": "flag", "env": "LFS_DATA_DIR"}
+    assert [p.name for p in tmp_path.glob(".settings.json*")] == []
+    bad = tmp_path / "lfs.toml"
+    bad.write_text("wokers = 4\n")
+    r = cli("serve", "--config", str(bad), data=tmp_path / "never")
+    one_error_line(r, "unknown key 'wokers' (did you mean 'workers'?)")
+    assert not (tmp_path / "never").exists()

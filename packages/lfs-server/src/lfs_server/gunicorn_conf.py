@@ -32,6 +32,9 @@ keepalive = 75
 timeout = 600
 graceful_timeout = 10
 loglevel = "warning"
+# No gunicorn access log: the app writes its own, with the user and repository gunicorn
+# does not know (LFS_ACCESS_LOG, LFS_LOG_FORMAT; lfs_server/accesslog.py).
+accesslog = None
 
 
 def on_starting(server: Any) -> None:
