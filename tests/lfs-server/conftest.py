@@ -1,4 +1,4 @@
-"""Fixtures for the lfs-server tests (helpers live in lfs_testlib)."""
+"""Fixtures for the lfs-server tests (helpers: lfs_testlib here, over tools/lfs_harness.py)."""
 
 from __future__ import annotations
 

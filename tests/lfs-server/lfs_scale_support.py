@@ -1,5 +1,6 @@
 """Session fixtures for the scale-out tests: Ceph RGW and PostgreSQL started once per test
-session (conftest imports them), and helpers that start lfs-server nodes on them.
+session (conftest imports them; tools/lfs_engines.py starts them), and helpers that start
+lfs-server nodes on them.
 
 Off CI a missing engine (or one that cannot start here) skips the tests naming it; with
 `CI` set it fails them (tests/components.py).

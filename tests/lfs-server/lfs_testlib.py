@@ -1,201 +1,59 @@
-"""Test helpers: a real `lfs-server serve` (nginx + gunicorn) on a free loopback port, and
-git / git-lfs environments with their own HOME and a credential helper."""
+"""Test helpers: tools/lfs_harness.py's server, git environments and sshd (shared with
+the benchmarks), started so that a missing nginx, git, git-lfs or OpenSSH skips the test
+(fails it on CI); LFS API clients and assertions."""
 
 from __future__ import annotations
 
 import base64
 import contextlib
-import dataclasses
 import hashlib
-import os
-import signal
 import socket
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
+import lfs_harness
 import requests
 from components import require_command
-from support import free_port  # one copy for every package's tests (re-exported here)
+from lfs_harness import (  # noqa: F401 (the tests import them from here)
+    KEYS,
+    USERS,
+    GitEnv,
+    Server,
+    Sshd,
+    cli,
+    make_data_dir,
+    ssh_git_env,
+)
+from support import free_port  # noqa: F401 (one copy for every package's tests, re-exported)
 
-USERS = {
-    "alice": ("alice-pw", ["*=write"]),
-    "bob": ("bob-pw", ["*=write"]),
-    "reader": ("reader-pw", ["*=read"]),
-    "boss": ("boss-pw", ["*=admin"]),
-    "teamonly": ("team-pw", ["team/*=write"]),
-}
 LFS_MEDIA = "application/vnd.git-lfs+json"
 
 
-def cli(
-    *args: str, data: Path, stdin: str = "", env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run the console script as a user would."""
-    return subprocess.run(
-        [sys.executable, "-m", "lfs_server.cli", *args, "--data", str(data)]
-        if args and args[0] not in ("pre-receive", "hook")
-        else [sys.executable, "-m", "lfs_server.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+def _require(needs: tuple[tuple[str, str], ...]) -> None:
+    for command, package in needs:
+        require_command(command, package)
 
 
-def make_data_dir() -> Path:
-    """A data dir nginx workers (user nobody when we are root) can enter."""
-    path = Path(tempfile.mkdtemp(prefix="lfs-test-", dir="/tmp"))
-    path.chmod(0o755)
-    return path
+def start_server(*args: Any, **options: Any) -> Server:
+    """lfs_harness.start_server (same arguments), once nginx is there unless *no_nginx*."""
+    if not options.get("no_nginx"):
+        _require(lfs_harness.SERVER_NEEDS)
+    return lfs_harness.start_server(*args, **options)
 
 
-@dataclasses.dataclass
-class Server:
-    url: str
-    data: Path
-    proc: subprocess.Popen[str]
-    env: dict[str, str]
-    log: Path | None = None
-
-    def log_text(self) -> str:
-        return (self.log or self.data / "serve.log").read_text(errors="replace")
-
-    def lfs(self, repo: str) -> str:
-        return f"{self.url}/{repo}.git/info/lfs"
-
-    def auth(self, user: str) -> tuple[str, str]:
-        return (user, USERS[user][0])
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+def make_git_env(
+    root: Path, server_url: str | None, user: str, extra_env: dict[str, str] | None = None
+) -> GitEnv:
+    """lfs_harness.make_git_env, once git and git-lfs are there."""
+    _require(lfs_harness.GIT_NEEDS)
+    return lfs_harness.make_git_env(root, server_url, user, extra_env)
 
 
-def start_server(
-    data: Path | None = None,
-    *,
-    extra_env: dict[str, str] | None = None,
-    no_nginx: bool = False,
-    users: bool = True,
-    log: Path | None = None,
-    port: int | None = None,
-) -> Server:
-    """Start `lfs-server serve` and wait for it to answer /healthz.
-
-    *log* (default DATA/serve.log) receives serve's output; *port* reuses an address,
-    as a restarted server does.
-    """
-    if not no_nginx:
-        require_command("nginx")
-    data = data or make_data_dir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LFS_")}
-    # Tests share servers and all come from 127.0.0.1: one test's wrong passwords must not
-    # get another's logins a 429. The limit itself is tested on servers of its own.
-    env["LFS_LOGIN_FAILURES"] = "0"
-    env.update(extra_env or {})
-    if users:
-        for name, (password, grants) in USERS.items():
-            args = ["user", "add", name, "--password-stdin"]
-            for grant in grants:
-                args += ["--grant", grant]
-            result = cli(*args, data=data, stdin=password + "\n", env=env)
-            assert result.returncode == 0, result.stderr
-    port = port or free_port()
-    # Configured through LFS_* variables, as the Dockerfile does, via the console script.
-    env.update({"LFS_DATA_DIR": str(data), "LFS_LISTEN": f"127.0.0.1:{port}", "LFS_WORKERS": "2"})
-    cmd = [str(Path(sys.executable).parent / "lfs-server"), "serve"]
-    if no_nginx:
-        cmd.append("--no-nginx")
-    log_path = log or data / "serve.log"
-    log_file = open(log_path, "a")  # noqa: SIM115 (closed with the process)
-    proc = subprocess.Popen(cmd, env=env, stdout=log_file, stderr=subprocess.STDOUT, text=True)
-    log_file.close()
-    server = Server(f"http://127.0.0.1:{port}", data, proc, env, log_path)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"lfs-server exited with {proc.returncode}:\n{server.log_text()}")
-        try:
-            if requests.get(f"{server.url}/healthz", timeout=10).status_code == 200:
-                return server
-        except (requests.ConnectionError, requests.Timeout):
-            pass  # workers still starting (an S3 store's client takes a moment to build)
-        time.sleep(0.1)
-    server.stop()
-    raise AssertionError(f"lfs-server did not start:\n{server.log_text()}")
-
-
-@dataclasses.dataclass
-class GitEnv:
-    """git + git-lfs with a private HOME whose credential helper logs in as `user`."""
-
-    home: Path
-    env: dict[str, str]
-
-    def git(
-        self,
-        *args: str,
-        cwd: Path | None = None,
-        check: bool = True,
-        env: dict[str, str] | None = None,
-    ) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            ["git", *args],
-            cwd=cwd,
-            env={**self.env, **(env or {})},
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(
-                f"git {' '.join(args)} failed ({result.returncode}):\n"
-                f"{result.stdout}\n{result.stderr}"
-            )
-        return result
-
-
-def make_git_env(root: Path, server_url: str, user: str) -> GitEnv:
-    require_command("git")
-    require_command("git-lfs", "git-lfs")
-    home = root / f"home-{user}"
-    home.mkdir(parents=True)
-    env = {
-        "HOME": str(home),
-        "PATH": os.environ.get("PATH", ""),
-        "LANG": "C",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_LFS_SKIP_PUSH_LOCKS_VERIFY": "0",
-    }
-    g = GitEnv(home, env)
-    g.git("lfs", "install")
-    creds = home / ".git-credentials"
-    host = server_url.split("://", 1)[1]
-    creds.write_text(f"http://{user}:{USERS[user][0]}@{host}\n")
-    creds.chmod(0o600)
-    for key, value in (
-        ("user.name", user),
-        ("user.email", f"{user}@example.com"),
-        ("credential.helper", f"store --file={creds}"),
-        ("init.defaultBranch", "main"),
-        ("lfs.locksverify", "true"),
-        ("advice.detachedHead", "false"),
-    ):
-        g.git("config", "--global", key, value)
-    return g
+def running_sshd(*args: Any, **options: Any) -> contextlib.AbstractContextManager[Sshd]:
+    """lfs_harness.running_sshd (same arguments), once OpenSSH, git and git-lfs are there."""
+    _require(lfs_harness.SSHD_NEEDS)
+    return lfs_harness.running_sshd(*args, **options)
 
 
 def push_lfs_repo(

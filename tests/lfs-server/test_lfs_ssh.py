@@ -22,8 +22,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lfs_engines import Ceph, Postgres
 from lfs_server.locks import LockDB
-from lfs_sshlib import KEYS, Sshd, running_sshd, ssh_git_env
-from lfs_testlib import LFS_MEDIA, GitEnv, Server, cli, make_data_dir, start_server
+from lfs_testlib import (
+    KEYS,
+    LFS_MEDIA,
+    GitEnv,
+    Server,
+    Sshd,
+    cli,
+    make_data_dir,
+    running_sshd,
+    ssh_git_env,
+    start_server,
+)
 
 pytestmark = [pytest.mark.gitlfs]
 

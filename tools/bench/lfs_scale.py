@@ -6,8 +6,8 @@
                              [--workers 4] [--repeat 1] [--json PATH]
 
 Starts its own engines (a single-node Ceph cluster with the RADOS Gateway, PostgreSQL 15;
-see tests/lfs-server/lfs_engines.py) and lfs-server nodes on loopback, then measures, in
-the same run so that the ratios compare like with like:
+tools/lfs_engines.py, as the tests do) and lfs-server nodes on loopback, then measures,
+in the same run so that the ratios compare like with like:
 
 1. GET of one --big-mib object: through a node in proxy mode (nginx streams from the
    store via X-Accel-Redirect) vs a direct presigned GET from the store.
@@ -46,15 +46,10 @@ import requests
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
-# The one reach into tests/ left (issue 29): the Ceph and PostgreSQL starters live with
-# lfs-server's tests (tests/lfs-server/lfs_engines.py, the lfs-server engineer's file);
-# they belong beside tools/common.py, where tests and this tool would both import them.
-# (which import tests/support.py, itself re-exporting tools/common.py's helpers).
-sys.path += [str(ROOT / "tests/lfs-server"), str(ROOT / "tests")]
 
 import lfs_load  # noqa: E402  (tools/bench/lfs_load.py, next to this file)
 from common import free_port, wait_http, write_json  # noqa: E402  (tools/common.py)
-from lfs_engines import Ceph, Postgres, start_ceph, start_postgres  # noqa: E402
+from lfs_engines import Ceph, Postgres, start_ceph, start_postgres  # noqa: E402  (tools/)
 
 MIB = 1 << 20
 SCRIPT = str(Path(sys.executable).parent / "lfs-server")

@@ -4,9 +4,10 @@
     tools/bench/lfs_ssh.py [--files 16] [--file-mib 2] [--big-mib 32] [--repeats 3]
 
 Starts one `lfs-server serve` (nginx + gunicorn) and one OpenSSH sshd on loopback whose
-keys run `lfs-server ssh` (the test suite's helpers), both on one data directory. Then,
-for each repeat and in turn, pushes a fresh repository of FILES x FILE_MIB MiB + 1 x
-BIG_MIB MiB of random data and clones it fresh (smudging every object) through:
+keys run `lfs-server ssh` (tools/lfs_harness.py, as the tests do), both on one data
+directory. Then, for each repeat and in turn, pushes a fresh repository of FILES x
+FILE_MIB MiB + 1 x BIG_MIB MiB of random data and clones it fresh (smudging every
+object) through:
 
 - http:         git over a local path, LFS over HTTP (lfs.url, Basic credentials) - the
                 baseline;
@@ -33,10 +34,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "tests" / "lfs-server"), str(ROOT / "tests"), str(ROOT / "tools")]
+sys.path.insert(0, str(ROOT / "tools"))
 
-from lfs_sshlib import Sshd, running_sshd, ssh_git_env  # noqa: E402 (after the path set-up)
-from lfs_testlib import GitEnv, make_git_env, start_server  # noqa: E402
+from lfs_harness import (  # noqa: E402 (tools/lfs_harness.py, after the path set-up)
+    GitEnv,
+    Sshd,
+    make_git_env,
+    running_sshd,
+    ssh_git_env,
+    start_server,
+)
 
 MODES = ("http", "ssh-transfer", "ssh-transfer-1", "ssh-auth")
 

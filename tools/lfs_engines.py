@@ -1,5 +1,6 @@
-"""Real engines for the scale-out tests: a single-node Ceph cluster with the RADOS Gateway
-(an S3 server) and a PostgreSQL 15 server, each started in a temporary folder on loopback.
+"""Real engines for lfs-server's scale-out tests and benchmarks: a single-node Ceph cluster
+with the RADOS Gateway (an S3 server) and a PostgreSQL 15 server, each started in a
+temporary folder on loopback. tests/lfs-server/ and tools/bench/lfs_scale.py import it.
 
 Nothing is installed here: the Debian packages (`ceph-mon ceph-mgr ceph-osd radosgw
 ceph-common`, `postgresql`) come from tools/test. Every daemon is started by us, recorded
@@ -26,7 +27,7 @@ import uuid
 from pathlib import Path
 
 import requests
-from support import free_port  # one copy for every package's tests
+from common import free_port
 
 CEPH_COMMANDS = (
     "ceph-mon", "ceph-mgr", "ceph-osd", "radosgw", "radosgw-admin", "ceph", "monmaptool",
