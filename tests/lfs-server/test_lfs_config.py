@@ -166,3 +166,29 @@ def test_help_lists_every_variable_and_the_file() -> None:
     assert "LFS_CONFIG_FILE" in r.stdout
     for setting in SETTINGS:
         assert f"  {setting.env} " in r.stdout, setting.env
+
+
+def test_ssh_forced_command_reads_its_config_file(tmp_path: Path) -> None:
+    """sshd hands a forced command no environment: `lfs-server ssh --config FILE`."""
+    data = tmp_path / "srv"
+    r = cli("user", "add", "alice", "--grant", "*=read", "--password-stdin", data=data,
+            stdin="pw\n")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    toml = _write(
+        tmp_path / "lfs.toml", 'data_dir = "srv"\npublic_url = "https://lfs.example.com"\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LFS_")}
+    env["SSH_ORIGINAL_COMMAND"] = "git-lfs-authenticate /team/game.git download"
+    r = subprocess.run(
+        [SCRIPT, "ssh", "--user", "alice", "--config", str(toml)],
+        cwd=tmp_path / "srv",  # not where data_dir's "srv" is relative to
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    answer = json.loads(r.stdout)
+    assert answer["href"] == "https://lfs.example.com/team/game.git/info/lfs"
+    assert answer["header"]["Authorization"].startswith("Bearer ")

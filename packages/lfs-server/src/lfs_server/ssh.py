@@ -59,6 +59,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="data directory (env LFS_DATA_DIR; default ./lfs-data)",
     )
     cmd.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="TOML config file (env LFS_CONFIG_FILE; sshd passes no environment)",
+    )
+    cmd.add_argument(
         "--git-root",
         type=Path,
         metavar="DIR",
@@ -162,7 +168,7 @@ def _config(args: argparse.Namespace) -> Config:
     from lfs_server.config import Config, ConfigError
 
     try:
-        return Config.from_env(data_dir=args.data, public_url=args.url)
+        return Config.from_env(None, args.config, data_dir=args.data, public_url=args.url)
     except ConfigError as exc:
         raise CliError(str(exc)) from None
 
