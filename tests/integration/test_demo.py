@@ -26,6 +26,7 @@ def demo() -> Iterator[tuple[demo_steps.Summary, Path]]:
     for command, package in [
         ("nginx", "nginx"),
         ("git-lfs", "git-lfs"),
+        ("sshd", "openssh-server"),  # the LFS step's SSH remote
         ("wine", "wine"),
         ("x86_64-w64-mingw32-gcc", "gcc-mingw-w64-x86-64"),
     ]:
@@ -70,6 +71,7 @@ def test_summary_files_and_round_trips(demo: tuple[demo_steps.Summary, Path]) ->
     assert "| format | runtime |" in (out / "summary.md").read_text()
     assert summary.facts["lfs"]["checksums_equal"] is True
     assert summary.facts["lfs"]["objects"] == 4
+    assert summary.facts["lfs"]["ssh"]["checksums_equal"] is True
     exe = summary.facts["exe"]
     assert "model bytes from the bundle; argv=['hello']" in exe["python -m embeddedimport"]
     assert exe["windows resource lookup"].startswith("#10 #200 0 ")

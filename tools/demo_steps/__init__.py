@@ -2,7 +2,8 @@
 
     export.py  a CNN with DeformConv2d, exported three ways (deform-conv2d-onnx-exporter)
     check.py   checked and benchmarked on OpenVINO and onnxruntime (openvino-runner)
-    lfs.py     pushed, cloned and locked through a real Git LFS server (lfs-server)
+    lfs.py     pushed, cloned and locked through a real Git LFS server (lfs-server), over
+               HTTP and over an ssh:// remote (OpenSSH on loopback)
     exe.py     packed with an inference app into a Windows executable (exepy, embeddedimport)
     report.py  the settings, the summary and its files
 
@@ -62,7 +63,7 @@ def run_demo(settings: Settings) -> Summary:
             lambda: check_and_bench(settings, files, summary),
         )
         step(
-            "push, clone, lock and unlock the models through lfs-server",
+            "push, clone, lock and unlock the models through lfs-server (HTTP and SSH)",
             lambda: git_lfs_roundtrip(settings, files, summary),
         )
         step(
