@@ -230,7 +230,7 @@ CASES: dict[str, Case] = {
         "import jinja2\nprint(jinja2.Template('{{ x|upper }}!').render(x='hi'))",
         "HI!",
     ),
-    # --- binary wheels (--onedir) ----------------------------------------------------------
+    # --- binary wheels (on disk: beside the exe, or unpacked once per user) ----------------
     "numpy": Case(
         "numpy==2.1.3",
         "import numpy as np\na = np.array([[3.0, 1.0], [1.0, 2.0]])\n"
