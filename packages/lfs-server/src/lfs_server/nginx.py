@@ -8,7 +8,12 @@ from importlib import resources
 
 from lfs_server import __version__
 from lfs_server.config import Config, ConfigError
-from lfs_server.transfer_api import S3_LOCATION, STORE_LOCATION, UPLOAD_CHECK_PATH
+from lfs_server.transfer_api import (
+    INLINE_UPLOAD_PATH,
+    S3_LOCATION,
+    STORE_LOCATION,
+    UPLOAD_CHECK_PATH,
+)
 from lfs_server.web import REALM
 
 _PROXY_HEADERS = (
@@ -233,6 +238,7 @@ def render_nginx_config(
         "error_pages": _error_pages("        ", upload=False),
         "upload_error_pages": _error_pages("            ", upload=True),
         "upload_check": UPLOAD_CHECK_PATH,
+        "inline_upload": INLINE_UPLOAD_PATH,
         "refused_returns": _refused_returns("            "),
         "message_507": dict((s, m) for s, _sent, m in _NGINX_ERRORS)[507],
         "api_max_body": str(api_max_body(config)),

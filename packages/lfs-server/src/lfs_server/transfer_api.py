@@ -1,8 +1,9 @@
 """Basic transfers: GET an object, PUT an object, POST verify.
 
-With nginx in front (body_mode "nginx") no body passes through Python: GET answers with
-X-Accel-Redirect to an internal nginx location, and PUT receives the path of the body file
-nginx already wrote (client_body_in_file_only). Without nginx ("stream"), Flask streams.
+With nginx in front (body_mode "nginx") no large body passes through Python: GET answers
+with X-Accel-Redirect to an internal nginx location, and PUT receives the path of the body
+file nginx already wrote (client_body_in_file_only) after the upload check; a small PUT
+comes whole, in one request. Without nginx ("stream"), Flask streams.
 """
 
 from __future__ import annotations
@@ -43,9 +44,20 @@ bp = Blueprint("transfer", __name__)
 # nginx's internal locations (nginx.py writes them): the local store's folder, and the
 # proxy that streams an object from S3 (LFS_STORAGE=s3, proxy mode).
 STORE_LOCATION = LOCAL_LOCATION
-__all__ = ["S3_LOCATION", "STORE_LOCATION", "UPLOAD_CHECK_PATH", "bp", "check_upload"]
+__all__ = [
+    "INLINE_UPLOAD_PATH",
+    "S3_LOCATION",
+    "STORE_LOCATION",
+    "UPLOAD_CHECK_PATH",
+    "bp",
+    "check_upload",
+]
 BODY_FILE_HEADER = "X-Lfs-Body-File"
 UPLOAD_CHECK_PATH = "/_lfs/upload-check"
+# nginx's internal location for a small upload sent whole to the app (nginx.conf.in), and
+# the header it adds to such a request.
+INLINE_UPLOAD_PATH = "/_lfs/inline-upload"
+INLINE_HEADER = "X-Lfs-Body-Inline"
 # The upload URL as nginx's upload location matches it: repo, oid, size.
 UPLOAD_URI_RE = re.compile(r"/(.+)/info/lfs/upload/([^/]+)/([^/]+)")
 
@@ -183,14 +195,17 @@ def upload(repo: str, oid: str, size: str) -> Response:
         raise ApiError(
             403, "uploads must come through lfs-server's nginx (the request lacks its proxy secret)"
         )
-    # In nginx mode the app gets no body and no Content-Length (nginx checked it already).
-    length = request.headers.get("X-Lfs-Content-Length" if nginx_mode else "Content-Length")
+    # In nginx mode the app gets no body and no Content-Length (nginx checked it already),
+    # except for a small upload nginx holds in memory and sends whole: one app request
+    # instead of two, checked here before a byte of its body is read.
+    streamed = not nginx_mode or request.headers.get(INLINE_HEADER) == "1"
+    length = request.headers.get("Content-Length" if streamed else "X-Lfs-Content-Length")
     repo, oid, nbytes = check_upload(repo, oid, size, length)
     try:
-        if nginx_mode:
-            _publish_nginx_body(repo, oid, nbytes)
-        else:
+        if streamed:
             svc.store.publish_stream(request.stream, repo, oid, nbytes)  # type: ignore[arg-type]
+        else:
+            _publish_nginx_body(repo, oid, nbytes)
     except VerifyError as exc:
         raise ApiError(400, f"upload rejected, nothing stored: {exc}") from None
     except UnsafeStorePath as exc:
