@@ -116,7 +116,11 @@ def test_gunicorn_settings_ship_in_the_package() -> None:
     import importlib
 
     conf = importlib.import_module("lfs_server.gunicorn_conf")
-    assert conf.worker_class == "lfs_server.gunicorn_worker.JsonErrorSyncWorker"
+    # One of the package's workers whose own error pages are git-lfs JSON, importable.
+    module, _, name = conf.worker_class.rpartition(".")
+    assert module == "lfs_server.gunicorn_worker" and name.startswith("JsonError"), name
+    assert isinstance(getattr(importlib.import_module(module), name), type)
+    assert conf.accesslog is None  # the app keeps the access log (LFS_ACCESS_LOG)
 
 
 def test_closed_stdout_ends_quietly(tmp_path: Path) -> None:
