@@ -72,6 +72,10 @@ def test_summary_files_and_round_trips(demo: tuple[demo_steps.Summary, Path]) ->
     assert summary.facts["lfs"]["checksums_equal"] is True
     assert summary.facts["lfs"]["objects"] == 4
     assert summary.facts["lfs"]["ssh"]["checksums_equal"] is True
+    # The server's latency histogram, read from its /metrics: every request counted once.
+    latency = summary.facts["lfs"]["latency"]
+    assert latency["requests_at_most_ms"]["inf"] >= 2 * summary.facts["lfs"]["objects"]
+    assert any(key.startswith("PUT transfer.upload") for key in latency["mean_ms_by_endpoint"])
     exe = summary.facts["exe"]
     assert "model bytes from the bundle; argv=['hello']" in exe["python -m embeddedimport"]
     assert exe["windows resource lookup"].startswith("#10 #200 0 ")

@@ -7,7 +7,9 @@ import hashlib
 import os
 import shutil
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import lfs_harness
 from common import free_port, serve, sh, tool
@@ -87,7 +89,7 @@ def git_lfs_roundtrip(settings: Settings, files: dict[str, Path], summary: Summa
         left = sh(["git", "-C", clone, "lfs", "locks"], env=env)
         if name in left:
             raise RuntimeError(f"lock on {name} still listed after unlock")
-        # (/metrics is read here, while the server runs: its latency histogram.)
+        latency = request_latency(url)
     summary.facts["lfs"] = {
         "objects": len(digests),
         "bytes": sum(p.stat().st_size for p in files.values()),
@@ -96,6 +98,41 @@ def git_lfs_roundtrip(settings: Settings, files: dict[str, Path], summary: Summa
         "checksums_equal": True,
         "lock_released": True,
         "ssh": ssh_roundtrip(work, data, user, files, digests, env),
+        "latency": latency,
+    }
+
+
+def request_latency(url: str) -> dict[str, Any]:
+    """The server's request-duration histogram from its /metrics (Prometheus text): how
+    many of the requests above took at most each bucket's time, and each endpoint's mean."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    buckets: dict[float, float] = {}
+    endpoints: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != "lfs_request_duration_seconds":
+            continue
+        for sample in family.samples:
+            labels = sample.labels
+            if sample.name.endswith("_bucket"):
+                le = float(labels["le"])
+                buckets[le] = buckets.get(le, 0.0) + sample.value
+            elif sample.name.endswith(("_count", "_sum")):
+                key = f"{labels['method']} {labels['endpoint']} {labels['status']}"
+                count_sum = endpoints.setdefault(key, [0.0, 0.0])
+                count_sum[sample.name.endswith("_sum")] += sample.value
+    return {
+        "requests_at_most_ms": {
+            ("inf" if le == float("inf") else f"{le * 1000:g}"): int(n)
+            for le, n in sorted(buckets.items())
+        },
+        "mean_ms_by_endpoint": {
+            key: round(1000 * total / count, 1)
+            for key, (count, total) in sorted(endpoints.items())
+            if count
+        },
     }
 
 
