@@ -115,8 +115,8 @@ def test_own_nginx_with_printed_config_and_deploy_gunicorn_conf() -> None:
             try:
                 if requests.get(url + "/healthz", timeout=2).status_code == 200:
                     break
-            except requests.ConnectionError:
-                pass
+            except (requests.ConnectionError, requests.Timeout):
+                pass  # gunicorn's socket takes connections before a worker has booted
             time.sleep(0.1)
 
         class Own:
