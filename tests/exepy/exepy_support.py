@@ -7,11 +7,13 @@ import hashlib
 import os
 import struct
 import subprocess
+import sys
 import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from components import missing, require_command
 from exepy.corpus import distlib_launchers, wine_binaries
 from exepy.restree import ResourceId, ResourceKey
@@ -103,6 +105,54 @@ def headless_wine(
     )
     try:
         yield Wine(wine, env, work)
+    finally:
+        subprocess.run([server, "-k"], env=env, check=False, timeout=60)
+
+
+@contextlib.contextmanager
+def fresh_windows(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[list[str], dict[str, str], Path]]:
+    """Where exepy's Windows programs run with pipes, as on a PC with no Python installed:
+    natively on Windows (with a %LOCALAPPDATA% of its own, so that tests may empty the
+    onefile runtime cache), else under Wine in a fresh prefix with a persistent wineserver,
+    stopped afterwards. Yields the command's start (``[]`` or ``[wine]``), the environment
+    (no ``PYTHONPATH``) and %LOCALAPPDATA% as a local path."""
+    if sys.platform == "win32":
+        local = tmp_path_factory.mktemp("localappdata")
+        env = {**os.environ, "LOCALAPPDATA": str(local)}
+        env.pop("PYTHONPATH", None)
+        yield [], env, local
+        return
+    wine = require_command("wine", "wine")
+    server = require_command("wineserver", "wine")
+    prefix = tmp_path_factory.mktemp("fresh-prefix")
+    env = {
+        **os.environ,
+        "WINEPREFIX": str(prefix),
+        "WINEDEBUG": "-all",
+        "WINEDLLOVERRIDES": "mscoree,mshtml=",
+        "DISPLAY": "",
+    }
+    env.pop("PYTHONPATH", None)
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    subprocess.run([server, "-p"], env=env, check=True, timeout=60, **quiet)  # type: ignore[call-overload]
+    try:
+        # Create the prefix with no pipes open: the services it starts keep their stdio,
+        # and a pipe they held would never close.
+        subprocess.run(
+            [wine, "cmd", "/c", "exit"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            timeout=180,
+            check=False,
+            **quiet,  # type: ignore[call-overload]
+        )
+        assert not list((prefix / "drive_c").rglob("python*.exe")), "the prefix has a Python"
+        users = prefix / "drive_c" / "users"
+        found = [p for p in users.glob("*/AppData/Local") if p.parent.parent.name != "Public"]
+        assert found, f"no user profile in {users}"
+        yield [wine], env, found[0]
     finally:
         subprocess.run([server, "-k"], env=env, check=False, timeout=60)
 

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from embeddedimport import bundle
 from embeddedimport import pe as ei_pe
 from exepy import runtime
 from exepy.standalone import CONFIG_ID
-from exepy_support import Wine
+from exepy_support import Wine, fresh_windows
 
 pytestmark = pytest.mark.wine
 
@@ -57,20 +58,10 @@ def _wheel(folder: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def started(wine: Wine) -> Wine:
-    """The prefix set up by a first program whose output goes nowhere: the services Wine
-    starts then would otherwise hold the test's pipes open."""
-    quiet = subprocess.DEVNULL
-    subprocess.run(
-        [wine.wine, "cmd", "/c", "exit"],
-        env=wine.env,
-        stdin=quiet,
-        stdout=quiet,
-        stderr=quiet,
-        timeout=180,
-        check=False,
-    )
-    return wine
+def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wine]:
+    """A fresh prefix with no Python installed (exepy_support.fresh_windows)."""
+    with fresh_windows(tmp_path_factory) as (launcher, env, _):
+        yield Wine(launcher[0], env, tmp_path_factory.mktemp("interp-work"))
 
 
 def run(wine: Wine, args: list[str]) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,6 @@ python.exe (a Wine gap, issue 22); Pool and Process are.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from components import missing, require_command
+from components import missing
 from exepy import runtime, standalone
+from exepy_support import fresh_windows
 
 NATIVE = sys.platform == "win32"
 pytestmark = [] if NATIVE else [pytest.mark.wine]
@@ -111,31 +111,8 @@ def windows_path(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
-    if NATIVE:
-        local = tmp_path_factory.mktemp("localappdata")
-        env = {**os.environ, "LOCALAPPDATA": str(local)}
-        env.pop("PYTHONPATH", None)
-        yield Runner([], env)
-        return
-    wine = require_command("wine", "wine")
-    server = require_command("wineserver", "wine")
-    prefix = tmp_path_factory.mktemp("fresh-prefix")
-    env = {
-        **os.environ,
-        "WINEPREFIX": str(prefix),
-        "WINEDEBUG": "-all",
-        "WINEDLLOVERRIDES": "mscoree,mshtml=",
-        "DISPLAY": "",
-    }
-    env.pop("PYTHONPATH", None)
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    subprocess.run([server, "-p"], env=env, check=True, timeout=60, **quiet)  # type: ignore[arg-type]
-    try:
-        subprocess.run([wine, "cmd", "/c", "exit"], env=env, timeout=180, check=False, **quiet)  # type: ignore[arg-type]
-        assert not list((prefix / "drive_c").rglob("python*.exe")), "the prefix has a Python"
-        yield Runner([wine], env)
-    finally:
-        subprocess.run([server, "-k"], env=env, check=False, timeout=60)
+    with fresh_windows(tmp_path_factory) as (launcher, env, _):
+        yield Runner(launcher, env)
 
 
 def _runtime(version: str) -> runtime.Runtime:
