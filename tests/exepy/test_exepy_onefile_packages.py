@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -251,6 +252,36 @@ def test_onefile_data_by_file_races_and_repairs(runner: Runner, tmp_path: Path) 
     assert (code, out.strip()) == (0, "<page>"), err[-2000:]
     assert page.read_bytes() == b"<page>\n" and (folder / "exepy-packages.txt").is_file()
     assert sorted(p.name for p in folder.parent.iterdir() if p.is_dir()) == [folder.name]
+
+
+def test_launcher_refuses_a_damaged_or_escaping_packages_resource(
+    runner: Runner, tmp_path: Path
+) -> None:
+    """The launcher checks resource 205 itself: a truncated one, or one naming a file
+    outside its folder ("..\\"), is one line naming the resource, and nothing is left."""
+    found = _runtime("3.13")
+    wheel = _wheel(tmp_path, "datapkg", {"datapkg/__init__.py": DATA_READER, "datapkg/t/x": b""})
+    (tmp_path / "app.py").write_text("import datapkg\n")
+    standalone.build_standalone(
+        Path("app.exe"), Path("app.py"), runtime=found, onefile=True, cwd=tmp_path,
+        wheels=[Path(wheel.name)],
+    )  # fmt: skip
+    good = ResourceEditor.open(tmp_path / "app.exe").get(10, standalone.PACKAGES_ID)
+    packed = standalone._packed("..\\escaped.txt", b"outside")
+    escaping = good[:24] + b"EXEPYRT2" + struct.pack("<I", 1) + packed
+    for name, payload in (("truncated", good[: len(good) // 2]), ("escaping", escaping)):
+        editor = ResourceEditor.open(tmp_path / "app.exe")
+        editor.set(10, standalone.PACKAGES_ID, payload)
+        editor.save(tmp_path / f"{name}.exe")
+        shutil.rmtree(runner.runtimes(), ignore_errors=True)
+        code, out, err = runner.run([str(tmp_path / f"{name}.exe")])
+        assert code == 1 and out == "", err
+        assert err.strip() == (
+            f"{name}.exe: error: the packages resource (RT_RCDATA 205) is damaged: rebuild the app"
+        )
+        [folder] = list(runner.runtimes().iterdir())  # the runtime; no packages folder
+        assert not [p for p in folder.iterdir() if p.is_dir()]
+        assert not list(runner.runtimes().rglob("escaped.txt"))
 
 
 def test_packages_payload_names_are_checked() -> None:
