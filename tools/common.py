@@ -39,6 +39,7 @@ __all__ = [
     "say",
     "serve",
     "sh",
+    "stop_process",
     "tool",
     "wait_http",
     "write_json",
@@ -119,6 +120,18 @@ def sh(cmd: Sequence[str | os.PathLike[str]], **kwargs: Any) -> str:
             f"`{shown}` exited {result.returncode}\n{result.stdout[-2000:]}{result.stderr[-3000:]}"
         )
     return result.stdout
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 30.0) -> int:
+    """SIGTERM *proc*, SIGKILL it if it outlives *timeout* seconds; return its exit status."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
 
 
 def tool(name: str) -> str:

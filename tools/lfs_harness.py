@@ -14,7 +14,6 @@ import getpass
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import requests
-from common import free_port
+from common import free_port, stop_process
 
 # What each starter needs: (command, the Debian package that provides it).
 SERVER_NEEDS = (("nginx", "nginx"),)
@@ -118,14 +117,7 @@ class Server:
         return (user, USERS[user][0])
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return stop_process(self.proc)
 
 
 def start_server(
@@ -398,10 +390,5 @@ def running_sshd(
             time.sleep(0.1)
         yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout=10)
         log.close()

@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 
 import lfs_load  # noqa: E402  (tools/bench/lfs_load.py, next to this file)
-from common import free_port, wait_http, write_json  # noqa: E402  (tools/common.py)
+from common import free_port, stop_process, wait_http, write_json  # noqa: E402  (tools/common.py)
 from lfs_engines import Ceph, Postgres, start_ceph, start_postgres  # noqa: E402  (tools/)
 
 MIB = 1 << 20
@@ -67,11 +67,7 @@ class Node:
         self.proc = lfs_load.start_server(self.data, self.port, workers, 0, add_users=False)
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_process(self.proc)
 
 
 class Front:
@@ -119,8 +115,7 @@ http {{
         wait_http(self.url + "/healthz", self.proc, 90, lambda: lfs_load.log_tail(d / "error.log"))
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
+        stop_process(self.proc)
 
 
 def batch(url: str, repo: str, operation: str, objects: list[dict[str, object]]) -> list[dict]:
