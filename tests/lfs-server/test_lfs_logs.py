@@ -122,6 +122,11 @@ def test_access_log_off_and_json_from_a_config_file() -> None:
             "time", "request_id", "user", "repo", "method", "path", "status", "bytes", "time_ms"
         }  # fmt: skip
         assert "/locks/verify" not in server.log_text()
+        # logrotate moves the file away: each worker reopens the path at its next line.
+        rotated = jsonl.rename(jsonl.with_name("access.jsonl.1"))
+        _some_requests(server.url)
+        _wait_for(lambda: jsonl.is_file() and jsonl.read_text().count("/locks/verify") == 3)
+        assert rotated.read_text().count("/locks/verify") == 3
     finally:
         status = server.stop()
         if status != 0:
@@ -132,13 +137,13 @@ def test_access_log_off_and_json_from_a_config_file() -> None:
     off = start_server(data, extra_env={"LFS_CONFIG_FILE": str(toml), "LFS_ACCESS_LOG": "off"},
                        users=False)  # fmt: skip
     try:
-        before = jsonl.read_text()
+        before = jsonl.read_text() + rotated.read_text()
         _some_requests(off.url)
         # nginx still logs every request to its own file.
         nginx_log = data / "run/nginx-access.log"
         _wait_for(lambda: nginx_log.read_text().count("/locks/verify") >= 6)
         time.sleep(0.5)
-        assert jsonl.read_text() == before
+        assert jsonl.read_text() + rotated.read_text() == before
         assert "/locks/verify" not in off.log_text() and not (data / "run/access.log").exists()
         assert "access log: off" in off.log_text()
     finally:
