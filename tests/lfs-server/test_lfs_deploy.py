@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import requests
-from lfs_server.config import ENV_VARS, SETTINGS, Config
+from lfs_server.config import SETTINGS, Config
 from lfs_testlib import Api, cli, free_port, make_data_dir, oid_of
 
 PKG = Path(__file__).resolve().parents[2] / "packages/lfs-server"
-KNOWN = {var for var, *_ in ENV_VARS} | {
+KNOWN = {setting.env for setting in SETTINGS} | {
     "LFS_CONFIG_FILE",
     "LFS_NGINX_BIN",
     "LFS_HOOK_USER",

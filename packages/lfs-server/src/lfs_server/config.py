@@ -107,12 +107,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
 )
 BY_KEY = {setting.key: setting for setting in SETTINGS}
-# (environment variable, Config field, kind, help), for callers of the older 4-tuple table.
-ENV_VARS: tuple[tuple[str, str, str, str], ...] = tuple(
-    (s.env, s.key, s.kind, s.help) for s in SETTINGS
-)
 CONFIG_FILE_ENV = "LFS_CONFIG_FILE"
-SOURCES = ("default", "file", "env", "flag")
 
 MAX_TOKEN_TTL = 7 * 24 * 3600
 _TRUE = {"1", "true", "yes", "on"}
