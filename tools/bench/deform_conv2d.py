@@ -432,6 +432,237 @@ def interleaved_times(
     return times
 
 
+# -- accuracy on BasicVSR++-like stacks (issue 26 item 4) -------------------------------------
+
+
+@dataclass(frozen=True)
+class Stack:
+    """Several 64-channel modulated DCN layers in a row, offsets of 10-20 px from a flow."""
+
+    name: str
+    layers: int
+    c: int
+    offset_groups: int
+    h: int
+    w: int
+    flow_std: float  # px
+    feat_std: float  # input feature scale: outputs in the hundreds
+    #: True: each layer predicts its offsets from the features (BasicVSR++'s alignment:
+    #: convs over [x, cond, flow], 10*tanh residual + flow); False: offsets and masks are
+    #: inputs (the same construction, done once in float64), so only the DCNs are measured.
+    predicted: bool = True
+
+
+STACKS = [
+    Stack("flow-guided 3x, og16, 64x64", 3, 64, 16, 64, 64, 12.0, 30.0),
+    Stack("flow-guided 2x, og16, 96x128", 2, 64, 16, 96, 128, 15.0, 30.0),
+    Stack("DCN only 4x, og16, 64x64", 4, 64, 16, 64, 64, 12.0, 60.0, predicted=False),
+    Stack("DCN only 4x, og16, 96x128", 4, 64, 16, 96, 128, 20.0, 60.0, predicted=False),
+]
+
+
+def make_stack(stack: Stack) -> tuple[Any, dict[str, np.ndarray]]:
+    """The module (float32, seeded) and its float32 inputs."""
+    import torch
+    import torchvision
+
+    c, og = stack.c, stack.offset_groups
+    residue = 10.0
+
+    def offsets(raw: Any, flow: Any) -> tuple[Any, Any]:
+        o1, o2, mask = torch.chunk(raw, 3, 1)
+        offset = residue * torch.tanh(torch.cat((o1, o2), 1))
+        return offset + flow.flip(1).repeat(1, offset.size(1) // 2, 1, 1), torch.sigmoid(mask)
+
+    class Layer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv_offset = torch.nn.Sequential(
+                torch.nn.Conv2d(2 * c + 2, c, 3, 1, 1), torch.nn.LeakyReLU(0.1),
+                torch.nn.Conv2d(c, c, 3, 1, 1), torch.nn.LeakyReLU(0.1),
+                torch.nn.Conv2d(c, 27 * og, 3, 1, 1),
+            )  # fmt: skip
+            self.weight = torch.nn.Parameter(torch.randn(c, c, 3, 3) * (2 / (9 * c)) ** 0.5)
+            self.bias = torch.nn.Parameter(torch.randn(c))
+
+        def forward(self, x: Any, offset: Any, mask: Any) -> Any:
+            y = torchvision.ops.deform_conv2d(
+                x, offset, self.weight, self.bias, padding=1, mask=mask
+            )
+            return x + torch.nn.functional.leaky_relu(y, 0.1)
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.layers = torch.nn.ModuleList(Layer() for _ in range(stack.layers))
+
+        def forward(self, x: Any, *rest: Any) -> Any:
+            """rest: (cond, flow) when predicted, else (offset0, mask0, offset1, ...)."""
+            for i, layer in enumerate(self.layers):
+                if stack.predicted:
+                    cond, flow = rest
+                    offset, mask = offsets(layer.conv_offset(torch.cat([x, cond, flow], 1)), flow)
+                else:
+                    offset, mask = rest[2 * i], rest[2 * i + 1]
+                x = layer(x, offset, mask)
+            return x
+
+    net = Net().eval()
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(1, c, stack.h, stack.w, generator=g) * stack.feat_std
+    cond = torch.randn(1, c, stack.h, stack.w, generator=g) * stack.feat_std
+    coarse = torch.randn(1, 2, stack.h // 8 + 1, stack.w // 8 + 1, generator=g)
+    flow = torch.nn.functional.interpolate(coarse, size=(stack.h, stack.w), mode="bicubic")
+    flow = flow / flow.std() * stack.flow_std  # a smooth flow field, std flow_std px
+    feeds = {"x": x, "cond": cond, "flow": flow} if stack.predicted else {"x": x}
+    if not stack.predicted:  # offsets and masks as inputs, computed once in float64
+        with torch.no_grad():
+            for i in range(stack.layers):
+                raw = torch.randn(1, 27 * og, stack.h, stack.w, generator=g, dtype=torch.float64)
+                offset, mask = offsets(raw, flow.double())
+                feeds[f"offset{i}"], feeds[f"mask{i}"] = offset.float(), mask.float()
+    return net, {k: v.numpy() for k, v in feeds.items()}
+
+
+def stack_errors(stack: Stack) -> tuple[float, dict[str, float]]:
+    """max |output| and each route's max abs error against the float64 torchvision run."""
+    import io
+
+    import openvino as ov
+    import torch
+    from deform_conv2d_onnx_exporter import (
+        export,
+        lower_deform_conv,
+        register_deform_conv2d_onnx_op,
+        unregister_deform_conv2d_onnx_op,
+    )
+
+    net, feeds = make_stack(stack)
+    names = list(feeds)
+    args = tuple(torch.from_numpy(feeds[n]) for n in names)
+    with torch.no_grad():
+        want = net.double()(*(a.double() for a in args)).numpy()
+        net.float()
+        errors = {"torch float32 (the module)": float(np.abs(net(*args).numpy() - want).max())}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        register_deform_conv2d_onnx_op()
+        buffer = io.BytesIO()
+        torch.onnx.export(net, args, buffer, dynamo=False, opset_version=16, input_names=names)
+        unregister_deform_conv2d_onnx_op()
+        native = export(net, args, opset_version=19, decompose=False, input_names=names)
+        models = {
+            "TorchScript exporter, opset 16": buffer.getvalue(),
+            "dynamo, decomposed, opset 18": export(
+                net, args, opset_version=18, decompose=True, input_names=names
+            ).SerializeToString(),
+            "native DeformConv lowered, opset 19": lower_deform_conv(native).SerializeToString(),
+        }
+        converted = ov.convert_model(net, example_input=args)
+
+    def error(got: Any) -> float:
+        return float(np.abs(np.asarray(got) - want).max())
+
+    positional = [feeds[n] for n in names]  # convert_model's input names are its own
+
+    errors["onnxruntime: native DeformConv (opset 19)"] = error(
+        ort_session(native.SerializeToString()).run(None, feeds)[0]
+    )
+    for route, data in models.items():
+        errors[f"onnxruntime: {route}"] = error(ort_session(data).run(None, feeds)[0])
+    errors["OpenVINO f32: native DeformableConvolution (convert_model)"] = error(
+        ov_compile(converted)(positional)[0]
+    )
+    for route, data in models.items():
+        errors[f"OpenVINO f32: {route}"] = error(ov_compile(data)(positional)[0])
+    core = ov.Core()
+    default = str(core.get_property("CPU", "INFERENCE_PRECISION_HINT"))
+    for route, model in [
+        ("native DeformableConvolution (convert_model)", converted),
+        (
+            "dynamo, decomposed, opset 18",
+            core.read_model(models["dynamo, decomposed, opset 18"], b""),
+        ),
+    ]:
+        compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": THREADS})
+        errors[f"OpenVINO default ({default}): {route}"] = error(compiled(positional)[0])
+    return float(np.abs(want).max()), errors
+
+
+def offset_conv_errors(stack: Stack) -> dict[str, float]:
+    """The first layer's first offset Conv alone (130 -> 64 channels, 3x3): each runtime's
+    max abs error against float64. Why OpenVINO's error on a predicted stack is its own."""
+    import torch
+
+    net, feeds = make_stack(stack)
+    conv = net.layers[0].conv_offset[0]
+    x = torch.cat([torch.from_numpy(feeds[n]) for n in ("x", "cond", "flow")], 1)
+    with torch.no_grad():
+        want = conv.double()(x.double()).numpy()
+        conv.float()
+        got = {"torch": conv(x).numpy()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = torch.onnx.export(conv, (x,), dynamo=True, input_names=["x"]).model_proto
+    got["onnxruntime"] = ort_session(data.SerializeToString()).run(None, {"x": x.numpy()})[0]
+    got["OpenVINO f32"] = ov_compile(data.SerializeToString())([x.numpy()])[0]
+    return {k: float(np.abs(v - want).max()) for k, v in got.items()}
+
+
+def bf16_nodes(stack: Stack) -> str:
+    """Node types OpenVINO's default precision runs in bf16 in our decomposed graph."""
+    import openvino as ov
+    import torch
+    from deform_conv2d_onnx_exporter import export
+
+    net, feeds = make_stack(stack)
+    args = tuple(torch.from_numpy(v) for v in feeds.values())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        proto = export(net, args, opset_version=18, decompose=True, input_names=list(feeds))
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(proto.SerializeToString(), b""), "CPU")
+    counts: Counter[str] = Counter()
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        info = op.get_rt_info()
+        kind, precision = info["layerType"].astype(str), info["runtimePrecision"].astype(str)
+        if kind not in ("Input", "Output", "Const"):
+            counts[f"{kind} {precision}"] += 1
+    return ", ".join(f"{k} x{v}" for k, v in sorted(counts.items()))
+
+
+def run_accuracy(only: str | None) -> None:
+    """Print each stack's errors and each route's ratio to its runtime's native error."""
+    import openvino as ov
+
+    default = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT")
+    cpuinfo = Path("/proc/cpuinfo")
+    flags = cpuinfo.read_text().split() if cpuinfo.exists() else []
+    wanted = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
+    print(f"CPU flags: {' '.join(f for f in wanted if f in flags)}; OpenVINO default {default}")
+    for stack in STACKS:
+        if only and only not in stack.name:
+            continue
+        scale, errors = stack_errors(stack)
+        print(f"\n== {stack.name}: {stack}, max |output| {scale:.0f} ==")
+        if stack.predicted:
+            conv = offset_conv_errors(stack)
+            print(
+                "  first offset Conv alone: " + ", ".join(f"{k} {v:.2e}" for k, v in conv.items())
+            )
+        else:
+            print(f"  OpenVINO default precision runs: {bf16_nodes(stack)}")
+        natives = {
+            "onnxruntime": errors["onnxruntime: native DeformConv (opset 19)"],
+            "OpenVINO f32": errors["OpenVINO f32: native DeformableConvolution (convert_model)"],
+        }
+        for route, value in errors.items():
+            runtime = route.split(":")[0]
+            ratio = f"  {value / natives[runtime]:.2f}x native" if runtime in natives else ""
+            print(f"  {route:62s} {value:.3e}{ratio}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -442,6 +673,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="threads per runtime (default 2)")
     parser.add_argument(
         "--cpu-time", action="store_true", help="time by process CPU time, not the wall clock"
+    )
+    parser.add_argument(
+        "--accuracy",
+        metavar="STACK",
+        nargs="?",
+        const="",
+        help="instead of timing: errors on BasicVSR++-like stacks (all, or names containing STACK)",
     )
     args = parser.parse_args(argv)
     if args.threads < 1:
@@ -470,6 +708,9 @@ def main(argv: list[str] | None = None) -> int:
         f"DeformConv2d benchmark ({versions}); {os.cpu_count()} CPUs, {THREADS} threads "
         f"everywhere, {clock}; load average {os.getloadavg()[0]:.2f}"
     )
+    if args.accuracy is not None:
+        run_accuracy(args.accuracy)
+        return 0
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
