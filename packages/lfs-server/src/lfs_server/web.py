@@ -78,18 +78,22 @@ class Services:
 
     def users(self) -> UserStore:
         """The users (file or database), re-read when the CLI has changed them."""
-        with self._lock:
-            if self._users is None:
-                self._users = open_users(self.config)
+        users = self._users
+        if users is None:
+            with self._lock:
+                if self._users is None:
+                    self._users = open_users(self.config)
                 return self._users
-            try:
-                changed = self._users.refresh()
-            except DatabaseUnavailable:
-                # The database is away: logins go on with the users known a moment ago.
-                changed = False
-            if changed:
+        # Outside the lock: a database that is slow to answer holds up only this request.
+        try:
+            changed = users.refresh()
+        except DatabaseUnavailable:
+            # The database is away: logins go on with the users known a moment ago.
+            changed = False
+        if changed:
+            with self._lock:
                 self._auth_cache.clear()
-            return self._users
+        return users
 
     def check_password(self, name: str, password: str) -> bool:
         """Password check with a short in-memory cache (scrypt costs ~50 ms per check)."""

@@ -227,8 +227,8 @@ class PgUserDB(UserTable):
         now = time.monotonic()
         if now - self._checked < 1.0:
             return False
+        self._checked = now  # a database that is down is asked again a second later
         version = self._version()
-        self._checked = now
         if version == self._seen:
             return False
         self._read()

@@ -231,11 +231,17 @@ class S3Store:
 
     # Objects
     def stored_size(self, repo: str, oid: str) -> int | None:
-        """The size of the stored object, or None if it is not stored."""
-        key = self.key(repo, oid)
+        """The size of the stored object, or None if it is not stored.
+
+        An object this process stored in the last minute is answered without a HEAD (the
+        verify after an upload); a batch (`stored_sizes`) always asks the store, so a
+        store that is down is reported before a transfer starts.
+        """
         known = self._recently_stored(repo, oid)
-        if known is not None:
-            return known
+        return known if known is not None else self._head_size(repo, oid)
+
+    def _head_size(self, repo: str, oid: str) -> int | None:
+        key = self.key(repo, oid)
         with self._calls("looking up an object"):
             try:
                 head = self.client.head_object(Bucket=self.bucket, Key=key)
@@ -246,12 +252,13 @@ class S3Store:
         return int(head["ContentLength"])
 
     def stored_sizes(self, repo: str, oids: list[str]) -> dict[str, int | None]:
-        """`stored_size` of each oid, asked concurrently (one HEAD each: ~5-10 ms apiece on
-        a gateway, which a 100-object batch would otherwise pay in series)."""
+        """The size of each oid's object, asked of the store concurrently (one HEAD each:
+        ~5-10 ms apiece on a gateway, which a 100-object batch would otherwise pay in
+        series)."""
         unique = list(dict.fromkeys(oids))
         if len(unique) <= 1:
-            return {oid: self.stored_size(repo, oid) for oid in unique}
-        found = list(self._head_pool().map(lambda oid: self.stored_size(repo, oid), unique))
+            return {oid: self._head_size(repo, oid) for oid in unique}
+        found = list(self._head_pool().map(lambda oid: self._head_size(repo, oid), unique))
         return dict(zip(unique, found, strict=True))
 
     def _head_pool(self) -> concurrent.futures.ThreadPoolExecutor:
@@ -351,9 +358,7 @@ class S3Store:
     def check_landed(self, repo: str, oid: str, size: int) -> None:
         """Raise StoreUnavailable unless the store holds *size* bytes under the oid (asks
         the store itself, not what this process remembers storing)."""
-        with self._recent_lock:
-            self._recent.pop((repo, oid), None)
-        stored = self.stored_size(repo, oid)
+        stored = self._head_size(repo, oid)
         if stored != size:
             raise StoreUnavailable(
                 f"the object store holds {stored} bytes for {oid} after a {size}-byte upload;"
