@@ -13,6 +13,12 @@
    a cold interpreter.
 3. `exepy build` of 1000 files, if exepy is importable (it is a separate distribution).
 
+    tools/bench/embeddedimport.py --interpreter 3.13 [--repeats 11] [--modules 300] [--pin-cpu 0]
+
+4. (alone) exepy's portable interpreter (issue 23): `python.exe -c pass` and an import of
+   300 standard modules, onedir and onefile, against the runtime's own python.exe under
+   Wine, wall and CPU time. Goal: -c pass <= 1.05x.
+
 Goal (issue 6): bundle import <= 1.0x zipimport; hook cost without a bundle < 1 ms.
 The exe is built with exepy when available, else with the test suite's resource writer.
 """
@@ -398,12 +404,15 @@ print(" ".join(ok))
 """
 
 
-def bench_interpreter(work: Path, repeats: int, version: str, modules: int) -> None:
+def bench_interpreter(
+    work: Path, repeats: int, version: str, modules: int, pin: int | None = None
+) -> None:
     """``-c pass`` and *modules* standard-module imports: the interpreter exe (onedir,
     onefile) as ``exepy build python.exe --interpreter --runtime V`` writes it, against the
     runtime's own python.exe, interleaved, medians of wall-clock and of CPU time (user +
     system of the process: on a shared machine the steadier of the two), under Wine
-    (natively on Windows, wall time only)."""
+    (natively on Windows, wall time only). *pin*: run every program on that one CPU
+    (``taskset``), the steadiest comparison on a machine shared with other work."""
     for src in ("exepy",):
         sys.path.insert(0, str(ROOT / "packages" / src / "src"))
     from exepy import runtime, standalone
@@ -424,6 +433,11 @@ def bench_interpreter(work: Path, repeats: int, version: str, modules: int) -> N
             print("4. interpreter: skipped (Wine is missing)")
             return
         launcher = [wine]
+        if pin is not None:
+            taskset = shutil.which("taskset")
+            if taskset is None:
+                raise SystemExit("embeddedimport bench: --pin-cpu needs taskset (util-linux)")
+            launcher = [taskset, "-c", str(pin), wine]
         env.update(
             WINEPREFIX=str(work / "prefix"), WINEDEBUG="-all", WINEDLLOVERRIDES="mscoree,mshtml="
         )
@@ -504,7 +518,11 @@ def bench_interpreter(work: Path, repeats: int, version: str, modules: int) -> N
     finally:
         if server is not None:
             subprocess.run([server, "-k"], env=env, check=False)
-    print(f"4. exepy interpreter exe, Python {found.version}, {repeats} interleaved runs, medians")
+    where = "" if pin is None else f", pinned to CPU {pin}"
+    print(
+        f"4. exepy interpreter exe, Python {found.version}, {repeats} interleaved runs{where}, "
+        "medians"
+    )
     print(f"   {'case':46} {'wall ms':>8} {'x python':>9} {'CPU ms':>8} {'x python':>9}")
     for kind in ("-c pass", f"{len(names)} imports"):
         base = f"python.exe (runtime's own), {kind}"
@@ -541,10 +559,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="VERSION",
         help="only part 4: exepy's interpreter exe for this CPython (e.g. 3.13) under Wine",
     )
+    parser.add_argument(
+        "--pin-cpu",
+        type=int,
+        metavar="N",
+        help="with --interpreter: run every program on CPU N only (taskset; Linux)",
+    )
     args = parser.parse_args(argv)
     if args.interpreter:
         with tempfile.TemporaryDirectory(prefix="bench-embeddedimport-") as tmp:
-            bench_interpreter(Path(tmp), args.repeats, args.interpreter, args.modules)
+            bench_interpreter(Path(tmp), args.repeats, args.interpreter, args.modules, args.pin_cpu)
         return 0
     print(f"Python {sys.version.split()[0]} on {sys.platform}, {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(prefix="bench-embeddedimport-") as tmp:
