@@ -445,3 +445,24 @@ def test_unregistered_mmcv_needs_its_compiled_ops(mmcv_ops: Any) -> None:
     assert Function.__dict__["forward"] is forward
     with pytest.raises(CompiledOpsMissing):
         nodes()
+
+
+def test_check_against_pytorch_without_mmcv_ops(mmcv_ops: Any) -> None:
+    """``export(check=True)`` on an mmcv model where mmcv's ops are not compiled: the
+    reference runs mmcv's Functions through their torchvision mapping, and says so."""
+    import torch
+    from deform_conv2d_onnx_exporter import check_export, export
+
+    model = _random_mmcv_model(mmcv_ops)
+    x = torch.randn(2, 8, 13, 11, generator=torch.Generator().manual_seed(5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        proto = export(model, (x,), opset_version=18, decompose=True, check=True)
+    report = check_export(model, (x,), proto, runtimes=["onnxruntime"])
+    assert report.passed, report.to_dict()
+    assert report.reference.startswith("torch, ")
+    for name in ("DeformConv2dFunction", "ModulatedDeformConv2dFunction"):
+        assert name in report.reference
+    assert "through torchvision (mmcv._ext." in report.reference
+    with pytest.raises(CompiledOpsMissing):  # outside the check, mmcv's own forward runs
+        model(x)

@@ -24,14 +24,18 @@ use) are supported.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 _ORIGINAL = "__deform_conv2d_onnx_original_forward__"
 _SYMBOLIC = "__deform_conv2d_onnx_original_symbolic__"
+#: Functions registered now; and whether they compute through torchvision outside an export.
+_registered: set[type] = set()
+_through_torchvision = [False]
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,26 @@ class DeformConvCall:
 def _exporting() -> bool:
     import torch
 
-    return bool(torch.onnx.is_in_onnx_export() or torch.compiler.is_exporting())
+    return bool(
+        _through_torchvision[0] or torch.onnx.is_in_onnx_export() or torch.compiler.is_exporting()
+    )
+
+
+def registered_functions() -> list[str]:
+    """Names of the Functions registered now."""
+    return sorted(f.__name__ for f in _registered)
+
+
+@contextlib.contextmanager
+def through_torchvision() -> Iterator[None]:
+    """Registered Functions compute through their mapping in eager mode too (a reference for
+    checking an export where a Function's own compiled ops are missing)."""
+    saved = _through_torchvision[0]
+    _through_torchvision[0] = True
+    try:
+        yield
+    finally:
+        _through_torchvision[0] = saved
 
 
 def register_deform_conv_function(
@@ -143,6 +166,7 @@ def register_deform_conv_function(
     # the descriptor itself, so that unregistering restores exactly what was there
     setattr(function, _ORIGINAL, original if isinstance(original, staticmethod) else forward)
     setattr(function, "forward", staticmethod(exporting_forward))  # noqa: B010
+    _registered.add(function)
     if "symbolic" in function.__dict__:  # else the TorchScript exporter never inlines forward
         setattr(function, _SYMBOLIC, function.__dict__["symbolic"])
         delattr(function, "symbolic")
@@ -154,6 +178,7 @@ def unregister_deform_conv_function(function: type) -> None:
     if original is not None:
         setattr(function, "forward", original)  # noqa: B010
         delattr(function, _ORIGINAL)
+    _registered.discard(function)
     symbolic = function.__dict__.get(_SYMBOLIC)
     if symbolic is not None:
         setattr(function, "symbolic", symbolic)  # noqa: B010
