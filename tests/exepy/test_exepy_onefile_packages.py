@@ -254,6 +254,22 @@ def test_onefile_data_by_file_races_and_repairs(runner: Runner, tmp_path: Path) 
     assert sorted(p.name for p in folder.parent.iterdir() if p.is_dir()) == [folder.name]
 
 
+def test_onefile_interpreter_imports_packages_on_disk(runner: Runner, tmp_path: Path) -> None:
+    """A portable python.exe (--interpreter --onefile) gets the same on-disk packages:
+    ``python.exe -c`` imports a package that reads its data through ``__file__``."""
+    found = _runtime("3.13")
+    files = {"datapkg/__init__.py": DATA_READER, "datapkg/templates/html/page.txt": b"<i>\n"}
+    wheel = _wheel(tmp_path, "datapkg", files)
+    standalone.build_standalone(
+        Path("python.exe"), None, runtime=found, onefile=True, interpreter=True, cwd=tmp_path,
+        wheels=[Path(wheel.name)],
+    )  # fmt: skip
+    code, out, err = runner.run(
+        [str(tmp_path / "python.exe"), "-c", "import datapkg; print(datapkg.template())"]
+    )
+    assert (code, out.strip()) == (0, "<i>"), err[-2000:]
+
+
 def test_launcher_refuses_a_damaged_or_escaping_packages_resource(
     runner: Runner, tmp_path: Path
 ) -> None:
