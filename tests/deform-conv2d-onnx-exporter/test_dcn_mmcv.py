@@ -105,7 +105,7 @@ def _mmcv_source() -> Path:
         digest = hashlib.sha256(partial.read_bytes()).hexdigest()
         assert digest == MMCV_SDIST_SHA256, f"mmcv sdist SHA-256 {digest} is not the pinned one"
         partial.replace(sdist)
-    staging = folder.with_name(folder.name + ".extracting")
+    staging = folder.with_name(f"{folder.name}.{os.getpid()}.extracting")
     shutil.rmtree(staging, ignore_errors=True)
     prefix = f"mmcv-{MMCV_VERSION}/"
     with tarfile.open(sdist) as archive:
