@@ -39,6 +39,7 @@ def test_one_process_metrics_and_scrape_time_gauges(tmp_path: Path) -> None:
     metrics.record_request("transfer.upload", "PUT", 200, 5, 0.003)
     metrics.record_request("transfer.upload", "PUT", 200, 7, 0.2)
     metrics.record_request('we"ird\\', "GET", 404, 0, 0.001)
+    metrics.record_request("unknown", "BREW", 405, 0, 0.001)  # any method: one series
     counts = []
 
     def count() -> tuple[int, int]:
@@ -56,6 +57,7 @@ def test_one_process_metrics_and_scrape_time_gauges(tmp_path: Path) -> None:
     assert found[("lfs_errors_total", (("endpoint", 'we"ird\\'), ("status", "404")))] == 1
     upload = request_labels("transfer.upload", "PUT", "200")
     assert found[("lfs_requests_total", upload)] == 2
+    assert found[("lfs_requests_total", request_labels("unknown", "other", "405"))] == 1
     assert found[("lfs_request_duration_seconds_count", upload)] == 2
     assert found[("lfs_request_duration_seconds_sum", upload)] == pytest.approx(0.203)
     # Cumulative buckets: 3 ms is under 5 ms, 200 ms only under 250 ms.

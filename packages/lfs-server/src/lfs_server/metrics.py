@@ -118,10 +118,18 @@ class Metrics:
                 " worker would count alone (import lfs_server.metrics's users after"
                 " prepare_multiprocess_dir)"
             )
+        # A worker that could not reserve its files' space (a full disk) counts nothing
+        # rather than die of SIGBUS on its first new sample.
+        self.recording = self.path is None or _reserve_files(Path(self.path), os.getpid())
         # `_created` samples: not kept in multiprocess mode, so not in the other either.
         prometheus_client.disable_created_metrics()
         self.registry = prometheus_client.CollectorRegistry(auto_describe=False)
-        reg = self.registry
+        if self.recording:
+            self._create(self.registry)
+
+    def _create(self, reg: Any) -> None:
+        """The metric objects, in *reg* (in multiprocess mode: their files too)."""
+        import prometheus_client
 
         def help_(name: str) -> str:
             return METRICS[name][1]
@@ -160,6 +168,10 @@ class Metrics:
         self, endpoint: str, method: str, status: int, nbytes: int, seconds: float = 0.0
     ) -> None:
         """Count one answered request, its duration and the object bytes it moved."""
+        if not self.recording:
+            return
+        if method not in _METHODS:
+            method = "other"  # a client's invented methods must not grow the files
         code = str(status)
         self._requests.labels(endpoint, method, code).inc()
         self._duration.labels(endpoint, method, code).observe(seconds)
@@ -175,6 +187,8 @@ class Metrics:
         self, wsgi_app: Callable[[dict[str, Any], Any], Iterable[bytes]]
     ) -> Callable[[dict[str, Any], Any], Iterable[bytes]]:
         """*wsgi_app*, counted in lfs_requests_in_flight until its answer is sent."""
+        if not self.recording:
+            return wsgi_app
         from werkzeug.wsgi import ClosingIterator
 
         gauge = self._in_flight
@@ -201,6 +215,38 @@ class Metrics:
             source = multiprocess.MultiProcessCollector(None, self.path)
         # One scrape's collectors, not registered anywhere: scrapes may run at once.
         return generate_latest(_Chain([source, *collectors]))
+
+
+# Methods counted under their own name; any other is "other".
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
+
+# prometheus_client's files per worker (`<kind>_<pid>.db`) and the space reserved for each:
+# a value written into a page of a sparse mapped file that the full disk cannot back kills
+# the process (SIGBUS), so the pages are allocated at start. A histogram series of ours
+# takes ~3 KB (16 buckets): 1 MiB holds ~300, several times what our endpoints, methods
+# and statuses make (a file that fills up still grows, unreserved).
+_RESERVED_BYTES = {"counter": 1 << 18, "gauge_livesum": 1 << 16, "histogram": 1 << 20}
+
+
+def _reserve_files(folder: Path, pid: int) -> bool:
+    """Create and allocate this process's metric files before prometheus_client maps
+    them (it keeps an existing file's size; zeros are its empty file); False when the
+    disk cannot hold them."""
+    for kind, size in _RESERVED_BYTES.items():
+        path = folder / f"{kind}_{pid}.db"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return False
+        try:
+            if os.fstat(fd).st_size < size:
+                os.posix_fallocate(fd, 0, size)
+        except OSError:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            return False
+        os.close(fd)
+    return True
 
 
 class _Chain:
