@@ -79,3 +79,15 @@ def test_a_refused_small_upload_stores_and_leaves_nothing(api: Api, server: Serv
     # The inline location is nginx's own: not reachable from outside.
     r = requests.put(server.url + "/_lfs/inline-upload", data=b"x", headers=basic("alice"))
     assert r.status_code == 404
+
+
+def test_a_client_cannot_mark_its_upload_inline(api: Api, server: Server) -> None:
+    # Only nginx's inline location says a body comes whole; the header from a client is
+    # dropped, so a large upload still takes the checked path with its body file.
+    data = os.urandom(150_000)
+    oid = oid_of(data)
+    up = api.upload_action("small/spoof", oid, len(data))["upload"]
+    headers = {**up["header"], "X-Lfs-Body-Inline": "1"}
+    r = requests.put(up["href"], data=data, headers=headers, timeout=10)
+    assert r.status_code == 200, r.text
+    assert stored(server, "small/spoof", oid) == data

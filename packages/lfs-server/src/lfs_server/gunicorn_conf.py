@@ -21,8 +21,8 @@ bind = f"unix:{Path(data).resolve() / 'run' / 'gunicorn.sock'}"
 workers = int(os.environ.get("LFS_WORKERS", "2"))
 # Threads, so that a worker waiting for an fsync, a close or the database answers other
 # requests meanwhile; gunicorn's own error pages (requests it cannot parse) are git-lfs
-# JSON, like the app's. 4 per worker: tools/bench/lfs_push.py measured 2 workers x 4
-# threads faster than x 2 and no slower than x 8 on 2 cores (a constant, not a setting).
+# JSON, like the app's. 4 per worker (a constant, not a setting): git-lfs keeps 8
+# transfers in flight, which the default 2 workers then take all at once.
 worker_class = "lfs_server.gunicorn_worker.JsonErrorThreadWorker"
 threads = 4
 # nginx keeps idle connections to gunicorn open (upstream keepalive) and closes them after
