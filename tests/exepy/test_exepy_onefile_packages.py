@@ -210,6 +210,27 @@ def test_onefile_pillow_psutil_lxml(version: str, runner: Runner, tmp_path: Path
     ]
 
 
+README = Path(__file__).resolve().parents[2] / "packages" / "exepy" / "README.md"
+
+
+@pytest.mark.skipif(NATIVE, reason="the README's block runs the exe with wine")
+def test_readme_numpy_example_runs(runner: Runner, tmp_path: Path) -> None:
+    """The README's numpy quickstart, run as written (bash, exepy on PATH, Wine)."""
+    text = README.read_text(encoding="utf-8")
+    blocks = [b.split("\n", 1)[1] for b in text.split("```")[1::2] if b.startswith("bash\n")]
+    [block] = [b for b in blocks if "solve.exe" in b]
+    env = {**runner.env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(
+        ["bash", "-e", "-c", block], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    if proc.returncode != 0 and "pip download" in proc.stderr and not os.environ.get("CI"):
+        pytest.skip(f"numpy's wheel could not be downloaded: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    printed = block.rsplit("# ", 1)[1].strip()  # what the README says it prints
+    assert proc.stdout.splitlines()[-1] == printed == "[2. 3.]"
+
+
 def _wheel(folder: Path, name: str, files: dict[str, bytes]) -> Path:
     path = folder / f"{name}-1.0-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as archive:
