@@ -196,6 +196,9 @@ class _LazyBundle:
         self.importer: Any = None  # the real EmbeddedImporter of the exe, once built
         self._tops: frozenset[str] | None = None
         self.metadata_finder = _LazyMetadataFinder(self)
+        import _thread  # built in, already loaded: threading would cost an import
+
+        self._lock = _thread.allocate_lock()  # two threads' first imports build it once
 
     def install(self) -> None:
         """What :func:`embeddedimport.importer.install` does, with the lazy objects."""
@@ -211,22 +214,25 @@ class _LazyBundle:
         """The real :class:`~embeddedimport.importer.BundlePathHook`, built once; it takes
         this object's places in ``sys.path_hooks`` and ``sys.meta_path``, and the real
         importer of the exe takes :class:`_LazyFinder`'s in ``sys.path_importer_cache``."""
-        if self._hook is None:
-            from .importer import Bundle, BundlePathHook
-
-            self._hook = hook = BundlePathHook(Bundle(self.executable, self._data, None))
-            self.importer = hook(self.executable)
-            hooks, meta_path = sys.path_hooks, sys.meta_path
-            hooks[:] = [hook if entry is self else entry for entry in hooks]
-            meta_path[:] = [
-                hook.metadata_finder if entry is self.metadata_finder else entry
-                for entry in meta_path
-            ]
-            cache = sys.path_importer_cache
-            for path, finder in list(cache.items()):
-                if isinstance(finder, _LazyFinder) and finder._lazy is self:
-                    cache[path] = self.importer
+        with self._lock:
+            if self._hook is None:
+                self._build()
         return self._hook
+
+    def _build(self) -> None:
+        from .importer import Bundle, BundlePathHook
+
+        self._hook = hook = BundlePathHook(Bundle(self.executable, self._data, None))
+        self.importer = hook(self.executable)
+        hooks, meta_path = sys.path_hooks, sys.meta_path
+        hooks[:] = [hook if entry is self else entry for entry in hooks]
+        meta_path[:] = [
+            hook.metadata_finder if entry is self.metadata_finder else entry for entry in meta_path
+        ]
+        cache = sys.path_importer_cache
+        for path, finder in list(cache.items()):
+            if isinstance(finder, _LazyFinder) and finder._lazy is self:
+                cache[path] = self.importer
 
     def may_hold(self, name: str) -> bool:
         """Whether the exe's top level may have module, package or folder *name*."""
