@@ -268,13 +268,18 @@ def test_onefile_data_by_file_races_and_repairs(runner: Runner, tmp_path: Path) 
     assert sorted(p.name for p in folder.parent.iterdir() if p.is_dir()) == [folder.name]
     page = folder / "datapkg" / "templates" / "html" / "page.txt"
     assert page.read_bytes() == b"<page>\n"
-    # damaged: the stamp and a file are gone; the next run unpacks a whole folder again
-    (folder / "exepy-packages.txt").unlink()
-    page.unlink()
-    code, out, err = runner.run([str(exe)])
-    assert (code, out.strip()) == (0, "<page>"), err[-2000:]
-    assert page.read_bytes() == b"<page>\n" and (folder / "exepy-packages.txt").is_file()
-    assert sorted(p.name for p in folder.parent.iterdir() if p.is_dir()) == [folder.name]
+    # damaged: the stamp and a file are gone; the next run unpacks a whole folder again;
+    # then two runs repair the same damage at once
+    for at_once in (1, 2):
+        (folder / "exepy-packages.txt").unlink()
+        page.unlink()
+        runs = [runner.start([str(exe)]) for _ in range(at_once)]
+        for run in runs:
+            out, err = run.communicate(timeout=300)
+            assert (run.returncode, out.strip()) == (0, "<page>"), err[-2000:]
+        assert page.read_bytes() == b"<page>\n" and (folder / "exepy-packages.txt").is_file()
+        # no temporary or moved-aside folder is left
+        assert [p.name for p in folder.parent.iterdir() if p.is_dir()] == [folder.name]
 
 
 def test_onefile_interpreter_imports_packages_on_disk(runner: Runner, tmp_path: Path) -> None:

@@ -850,14 +850,20 @@ static int ensure_packages(const wchar_t *runtime, wchar_t *out, size_t out_len)
         remove_tree_deep(temp);
         return 0;
     }
+    /* Damaged: move it aside and ours in; a run repairing at the same time may get there
+     * first, and then its folder is whole. */
     _snwprintf(old, sizeof old / sizeof *old, L"%ls.old", temp);
     if (MoveFileExW(out, old, 0)) {
-        if (MoveFileExW(temp, out, 0) || stamp_ok(out, key)) {
-            remove_tree_deep(old);
-            remove_tree_deep(temp);
+        int placed = MoveFileExW(temp, out, 0);
+        remove_tree_deep(old);
+        if (placed)
             return 0;
-        }
-        MoveFileExW(old, out, 0);
+    }
+    if (MoveFileExW(temp, out, 0))
+        return 0;
+    if (stamp_ok(out, key)) {
+        remove_tree_deep(temp);
+        return 0;
     }
     wcsncpy(out, temp, out_len - 1); /* the damaged one is in use elsewhere: run from ours */
     out[out_len - 1] = 0;
