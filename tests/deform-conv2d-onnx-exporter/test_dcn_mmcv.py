@@ -268,6 +268,14 @@ def _export(model: Any, x: Any, route: str) -> onnx.ModelProto:
             return onnx.load_from_string(buffer.getvalue())
         dim = torch.export.Dim.AUTO
         shapes = ({0: dim, 2: dim, 3: dim},)
+        if exporter == "dropin":  # plain torch.onnx.export, torch's default (dynamo) exporter
+            register_deform_conv2d_onnx_op()
+            buffer = io.BytesIO()
+            torch.onnx.export(
+                model, (x,), buffer, opset_version=int(opset), input_names=["x"],
+                dynamic_shapes=shapes,
+            )  # fmt: skip
+            return onnx.load_from_string(buffer.getvalue())
         if exporter == "lowered":  # native DeformConv, then rewritten by `lower`
             native = export(
                 model, (x,), opset_version=int(opset), decompose=False, input_names=["x"],
@@ -281,7 +289,7 @@ def _export(model: Any, x: Any, route: str) -> onnx.ModelProto:
         )  # fmt: skip
 
 
-ROUTES = ["torchscript-12", "torchscript-17", "dynamo-18", "lowered-19"]
+ROUTES = ["torchscript-12", "torchscript-17", "dropin-18", "dynamo-18", "lowered-19"]
 
 
 @pytest.mark.parametrize("route", ROUTES)
