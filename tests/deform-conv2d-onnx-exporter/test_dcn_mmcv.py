@@ -474,3 +474,26 @@ def test_check_against_pytorch_without_mmcv_ops(mmcv_ops: Any) -> None:
     assert "through torchvision (mmcv._ext." in report.reference
     with pytest.raises(CompiledOpsMissing):  # outside the check, mmcv's own forward runs
         model(x)
+
+
+def test_dropin_below_opset_18_falls_back_for_torch_chunk(mmcv_ops: Any) -> None:
+    """ModulatedDeformConv2dPack's ``torch.chunk`` is a Split that onnx's version converter
+    leaves invalid below opset 18 (``num_outputs``): the plain dynamo call at opset 17 takes
+    the TorchScript exporter, with one warning, and the file still matches mmcv's values."""
+    import torch
+    from deform_conv2d_onnx_exporter import export, register_deform_conv2d_onnx_op
+    from deform_conv2d_onnx_exporter.dynamo import ExportError
+
+    model = _mdc_pack(mmcv_ops, torch.float32)
+    x = torch.tensor(MDC_INPUT)
+    register_deform_conv2d_onnx_op()
+    buffer = io.BytesIO()
+    with pytest.warns(UserWarning, match="exporting with dynamo=False") as warned:
+        torch.onnx.export(model, (x,), buffer, opset_version=17, input_names=["x"])
+    assert [w for w in warned if "dynamo=False" in str(w.message)]
+    proto = onnx.load_from_string(buffer.getvalue())
+    check_valid(proto)
+    assert proto.opset_import[0].version == 17
+    assert _close(run_model("onnxruntime", proto, {"x": x.numpy()}), MDC_OUT)
+    with pytest.raises(ExportError, match=r"converted down from opset 18 to 17.*num_outputs"):
+        export(model, (x,), opset_version=17, decompose=True)

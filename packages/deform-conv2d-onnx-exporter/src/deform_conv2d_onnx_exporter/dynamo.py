@@ -429,6 +429,17 @@ def check_written(proto: Any, opset: int) -> None:
         try:
             onnx.checker.check_model(proto, full_check=True)
         except Exception as exc:
+            if written < TORCHLIB_OPSET:
+                # onnx's converter brought the model down but left it invalid (it keeps
+                # Split's num_outputs, from torch.chunk, below opset 18): a conversion
+                # failure, which the drop-in answers with the TorchScript exporter.
+                raise OpsetConversionError(
+                    f"the dynamo exporter's model, converted down from opset {TORCHLIB_OPSET} "
+                    f"to {written} by onnx's version converter, fails onnx.checker: "
+                    f"{str(exc).splitlines()[0]}; use dynamo=False (the TorchScript exporter "
+                    f"supports opsets {MIN_OPSET}-20) or opset_version >= {TORCHLIB_OPSET}; "
+                    "nothing was written"
+                ) from exc
             raise ExportError(
                 f"the exported model fails onnx.checker: {str(exc).splitlines()[0]}; "
                 "nothing was written"
