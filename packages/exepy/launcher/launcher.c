@@ -1011,13 +1011,13 @@ static FARPROC need(HMODULE dll, const char *name, int *missing)
 }
 
 /* home and stdlib_dir, the PyConfig fields around the search path (the same order in
- * 3.11-3.13: home, platlibdir, module_search_paths_set, module_search_paths, stdlib_dir);
- * 3.13 only (3.11 and 3.12 do not pass stdlib_dir on to sys._stdlib_dir).
- * stdlib_dir = the exe's zip: sys._stdlib_dir, from which frozen modules get __file__ and
- * the frozen encodings package its __path__ (where the other codecs are found).
+ * 3.11-3.13: home, platlibdir, module_search_paths_set, module_search_paths, stdlib_dir).
  * home = the runtime's folder: CPython's path calculation then looks for no landmark, venv
  * or ._pth file (a dozen failing file probes up to the drive's root), and sys.prefix is
- * that folder as it is for python.exe. */
+ * that folder as it is for python.exe.
+ * stdlib_dir = the exe's zip, 3.13 only (3.11 and 3.12 drop it when home is set and never
+ * pass it on): sys._stdlib_dir, from which frozen modules get __file__ and the frozen
+ * encodings package its __path__ (where the other codecs are found). */
 static int set_start_up_paths(uint8_t *cfg, int minor, int search_paths_set, int search_paths, const wchar_t *home,
                               const wchar_t *stdlib_dir, SetStringFn set_string, StatusExceptionFn status_exception,
                               ExitStatusExceptionFn exit_status)
@@ -1025,11 +1025,9 @@ static int set_start_up_paths(uint8_t *cfg, int minor, int search_paths_set, int
     wchar_t **home_field = (wchar_t **)(cfg + search_paths_set - 16), **stdlib_field = (wchar_t **)(cfg + search_paths + 16);
     if (*home_field != NULL || *(wchar_t **)(cfg + search_paths_set - 8) != NULL || *stdlib_field != NULL)
         return fail(L"unexpected PyConfig layout in this Python DLL: rebuild with a supported runtime");
-    if (minor < 13)
-        return 0;
-    PyStatus status = set_string(cfg, stdlib_field, stdlib_dir);
-    if (!status_exception(status))
-        status = set_string(cfg, home_field, home);
+    PyStatus status = set_string(cfg, home_field, home);
+    if (!status_exception(status) && minor >= 13)
+        status = set_string(cfg, stdlib_field, stdlib_dir);
     if (status_exception(status))
         exit_status(status);
     return 0;
