@@ -63,7 +63,7 @@ def test_tests_import_only_declared_siblings(name: str) -> None:
 
 
 def test_layering_contracts_cover_every_package() -> None:
-    """import-linter's root packages and contracts name every package (and only those)."""
+    """import-linter's root packages and contracts name every package (and nothing else)."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
     modules = {module_of(p) for p in PACKAGES}
     assert set(config["root_packages"]) == modules
@@ -73,7 +73,10 @@ def test_layering_contracts_cover_every_package() -> None:
     for kind in ("acyclic_siblings", "layers"):
         covered = {m for c in contracts if c["type"] == kind for m in c.get("ancestors", [])}
         covered |= {m for c in contracts if c["type"] == kind for m in c.get("containers", [])}
-        assert covered == modules, (kind, sorted(modules - covered))
+        # a sub-package may have its own contract (lfs_server.backends); each package needs one
+        tops = {m for m in covered if "." not in m}
+        assert tops == modules, (kind, sorted(modules ^ tops))
+        assert {m.split(".")[0] for m in covered} <= modules, (kind, sorted(covered))
 
 
 def _lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
