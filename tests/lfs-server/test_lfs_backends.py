@@ -232,3 +232,55 @@ def test_users_added_by_the_cli_are_seen_without_a_restart(client: Any, tmp_path
     users.remove("bob")
     users.save()
     assert client.get("/in/proc.git/info/lfs/locks", headers=bob).status_code == 401
+
+
+# --- the S3 store on a real Ceph RADOS Gateway (issue 25: no redundant HEAD, one pool) ---
+
+
+def test_s3_verify_after_upload_sends_no_head_and_batches_reuse_one_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    import threading
+
+    ceph = request.getfixturevalue("ceph")
+    env = {"LFS_DATA_DIR": str(tmp_path), "LFS_STORAGE": "s3"}
+    env.update(ceph.s3_env(ceph.create_bucket(f"lfs-heads-{os.urandom(4).hex()}")))
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(var, env[var])
+    store: Any = backends.open_store(Config.from_env(env))
+    heads: list[str] = []
+    store.client.meta.events.register(
+        "before-call.s3.HeadObject", lambda params, **_: heads.append(params["url_path"])
+    )
+    data = [os.urandom(1000 + n) for n in range(20)]
+    oids = [hashlib.sha256(d).hexdigest() for d in data]
+    store.create_repo("s3/heads")
+
+    assert store.stored_sizes("s3/heads", oids) == dict.fromkeys(oids)  # the batch asks
+    assert len(heads) == 20
+    threads = threading.active_count()
+    for blob, oid in zip(data, oids, strict=True):
+        store.publish_stream(io.BytesIO(blob), "s3/heads", oid, len(blob))
+    heads.clear()
+    # The verify that follows each upload: answered from what this process just stored.
+    assert [store.stored_size("s3/heads", oid) for oid in oids] == [len(d) for d in data]
+    assert heads == []
+    # A batch always asks the store (a store that is down must say so before a transfer),
+    # on the same pool of threads each time.
+    for _round in range(3):
+        sizes = store.stored_sizes("s3/heads", oids)
+        assert sizes == {oid: len(d) for oid, d in zip(oids, data, strict=True)}
+    assert len(heads) == 60
+    assert threading.active_count() <= threads + 16
+    pool = store._head_pool()
+    assert store._head_pool() is pool
+    # `migrate` checks what landed in the bucket itself.
+    heads.clear()
+    store.check_landed("s3/heads", oids[0], len(data[0]))
+    assert len(heads) == 1
+    # Another process (a new store object) knows nothing: it asks.
+    other: Any = backends.open_store(Config.from_env(env))
+    other.client.meta.events.register(
+        "before-call.s3.HeadObject", lambda params, **_: heads.append(params["url_path"])
+    )
+    assert other.stored_size("s3/heads", oids[1]) == len(data[1]) and len(heads) == 2
