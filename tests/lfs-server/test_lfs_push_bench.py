@@ -1,0 +1,37 @@
+"""A CI-sized run of tools/bench/lfs_push.py: a real `git lfs push` of a few small objects to
+lfs-server and to the trivial-app floor; the promises read from its `--json` output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from components import require_command
+
+pytestmark = pytest.mark.nginx
+TOOL = Path(__file__).resolve().parents[2] / "tools/bench/lfs_push.py"
+
+
+def test_push_bench_runs_both_sides_and_stores_every_object(tmp_path: Path) -> None:
+    for command in ("nginx", "git", "git-lfs"):
+        require_command(command)
+    out = tmp_path / "push.json"
+    result = subprocess.run(
+        [sys.executable, str(TOOL), "--objects", "20", "--rounds", "2", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(out.read_text())
+    sides = [r["side"] for r in report["rounds"]]
+    # Interleaved, the first side alternating: lfs-server, floor, floor, lfs-server.
+    assert sides == ["lfs-server", "floor", "floor", "lfs-server"], sides
+    for run in report["rounds"]:
+        assert run["objects_per_s"] > 0 and run["server_cpu_ms_per_object"] > 0, run
+        # Connections kept: git-lfs's transfers reuse theirs (one per object before).
+        assert run["connections"] is not None and run["connections"] < 20, run
+        if run["side"] == "lfs-server":
+            assert run["stored"] == 20, run
+    assert report["ratio"] > 0
