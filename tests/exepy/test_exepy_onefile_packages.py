@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from components import missing, require_command
+from components import missing
 from exepy import build, runtime, standalone
 from exepy.build import BuildError
 from exepy.editor import ResourceEditor
+from exepy_support import fresh_windows
 
 NATIVE = sys.platform == "win32"
 pytestmark = [] if NATIVE else [pytest.mark.wine]
@@ -93,32 +94,9 @@ class Runner:
 
 @pytest.fixture(scope="module")
 def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
-    if NATIVE:
-        local = tmp_path_factory.mktemp("localappdata")
-        yield Runner([], {**os.environ, "LOCALAPPDATA": str(local)}, local)
-        return
-    wine = require_command("wine", "wine")
-    server = require_command("wineserver", "wine")
-    prefix = tmp_path_factory.mktemp("fresh-prefix")
-    env = {
-        **os.environ,
-        "WINEPREFIX": str(prefix),
-        "WINEDEBUG": "-all",
-        "WINEDLLOVERRIDES": "mscoree,mshtml=;wbemprox=d",
-        "DISPLAY": "",
-    }
-    env.pop("PYTHONPATH", None)
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    subprocess.run([server, "-p"], env=env, check=True, timeout=60, **quiet)  # type: ignore[call-overload]
-    try:
-        subprocess.run([wine, "cmd", "/c", "exit"], env=env, timeout=180, check=False, **quiet)  # type: ignore[call-overload]
-        assert not list((prefix / "drive_c").rglob("python*.exe")), "the prefix has a Python"
-        users = prefix / "drive_c" / "users"
-        found = [p for p in users.glob("*/AppData/Local") if p.parent.parent.name != "Public"]
-        assert found, f"no user profile in {users}"
-        yield Runner([wine], env, found[0])
-    finally:
-        subprocess.run([server, "-k"], env=env, check=False, timeout=60)
+    """A fresh prefix with no Python installed (exepy_support.fresh_windows)."""
+    with fresh_windows(tmp_path_factory) as (launcher, env, local):
+        yield Runner(launcher, env, local)
 
 
 def _runtime(version: str) -> runtime.Runtime:
