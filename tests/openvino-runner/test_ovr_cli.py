@@ -224,6 +224,24 @@ def test_unwritable_report_paths_fail_before_the_run(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plain", "two.onnx"]
 
 
+@pytest.mark.parametrize(("command", "option"), [("run", "--output"), ("profile", "--exec-graph")])
+def test_dash_is_stdout_for_json_only(
+    capsys: pytest.CaptureFixture[str],
+    model: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+    option: str,
+) -> None:
+    """``run -o -`` once saved the outputs to a file named '-' in the working folder."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(capsys, command, model, option, "-")
+    assert (code, out) == (2, "")
+    want = f"{option} -: '-' (stdout) is for --json only; give a file name"
+    assert err == f"openvino-runner: error: {want}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["two.onnx"]
+
+
 def test_run_random_inputs_are_seeded(capsys: pytest.CaptureFixture[str], model: Path) -> None:
     shapes = ("--shape", "a=2,4", "--shape", "b=2,4")
     outs = [run_outputs(capsys, model, "--seed", seed, *shapes)["y"] for seed in ("1", "1", "2")]

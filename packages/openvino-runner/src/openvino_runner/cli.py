@@ -472,6 +472,8 @@ def _check_targets(args: argparse.Namespace) -> None:
     ):
         if not value or (option == "--json" and value == "-"):
             continue
+        if value == "-":  # would write a file named '-'; stdout is for --json alone
+            raise RunnerError(f"{option} -: '-' (stdout) is for --json only; give a file name")
         target = Path(value)
         if option == "--plot" and target.suffix.lower() not in (".png", ".svg", ".pdf"):
             raise RunnerError(f"--plot {value}: give a .png, .svg or .pdf file name")
