@@ -214,6 +214,9 @@ def test_icon_version_manifest_windowed(project: Path, capsys: pytest.CaptureFix
         ),
         (["extract", "base.exe"], None, "has no exepy bundle"),
         (["list", "app.py"], None, "not a PE file"),
+        # Not "not signed" (exit 1): a file that is no PE, or none, is a usage error.
+        (["verify", "app.py"], None, "not a PE file"),
+        (["verify", "missing.exe"], None, "cannot read"),
     ],
 )
 def test_user_errors(

@@ -540,7 +540,9 @@ def _sign(args: argparse.Namespace) -> None:
 
 def _verify(args: argparse.Namespace) -> int:
     from exepy import sign
+    from exepy.editor import ResourceEditor
 
+    ResourceEditor.open(args.exe)  # a missing or non-PE file is an error, not "not signed"
     found = sign.verify(args.exe, args.ca_file)
     if not found.signed:
         print(f"{os.fspath(args.exe)}: not signed")
