@@ -141,6 +141,11 @@ def test_info_lists_ports_and_ops(
     assert data["source_op_counts"] == {"Add": 1, "Cast": 1, "Mul": 1, "Relu": 1}
     assert "ONNX ops in the file (4)" in out and "OpenVINO ops after conversion" in out
     assert data["inputs"][1]["element_type"] == "i64"
+    # the advice is a command to copy, naming this model (it once said MODEL)
+    advice = f"openvino-runner convert {model} -o {model.with_suffix('.xml')} "
+    assert f"to skip conversion next time: {advice}" in out
+    code, _, err = cli(capsys, *advice.split()[1:])
+    assert code == 0 and model.with_suffix(".xml").is_file(), err
 
 
 def test_run_with_npy_npz_and_output(

@@ -548,9 +548,12 @@ def cmd_info(args: argparse.Namespace) -> int:
         print("converted by openvino-runner's extensions:")
         for what, count in info.custom_conversions.items():
             print(f"  {what:<32} {count}")
-    if info.converted:
+    if info.converted:  # the command to copy, with this model's names
+        import shlex
+
+        ir = shlex.quote(str(Path(args.model).with_suffix(".xml")))
         print(
-            f"to skip conversion next time: {PROG} convert MODEL -o MODEL.xml "
+            f"to skip conversion next time: {PROG} convert {shlex.quote(args.model)} -o {ir} "
             "(writes OpenVINO IR .xml/.bin)"
         )
     _write_json(args, info.to_dict())
