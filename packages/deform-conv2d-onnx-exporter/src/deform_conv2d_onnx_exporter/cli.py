@@ -130,6 +130,8 @@ def _lower(args: argparse.Namespace) -> int:
             check_target_opset(args.opset)
         except ValueError as exc:
             raise CliError(f"--opset {args.opset}: {exc}") from None
+    if args.output == "-":  # the kit's '-' means stdout for --json only; ONNX is binary
+        raise CliError("-o -: give the path of the .onnx file to write (stdout is not supported)")
     model = _load(args.input)
     try:
         result = lower_deform_conv(model, args.opset, variant=args.variant, columns=args.columns)
@@ -145,7 +147,13 @@ def _lower(args: argparse.Namespace) -> int:
         onnx.save(result, str(temporary))
     opset = next(e.version for e in result.opset_import if e.domain in ("", "ai.onnx"))
     nodes = count_deform_conv(model) + count_custom_deform_conv(model)
-    print(f"lowered {nodes} DeformConv node(s); wrote {args.output} (opset {opset})")
+    if nodes:
+        print(f"lowered {nodes} DeformConv node(s); wrote {args.output} (opset {opset})")
+    else:  # a lowered model or the wrong file: say so, but a pipeline may lower every model
+        print(
+            f"no DeformConv node in {args.input} (nothing to lower); wrote {args.output} "
+            f"(opset {opset})"
+        )
     _clikit.write_json(
         args.json, {"input": args.input, "output": args.output, "nodes": nodes, "opset": opset}
     )

@@ -11,9 +11,11 @@ torch and onnxscript are imported lazily.
 
 from __future__ import annotations
 
+import contextlib
 import io
+import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -283,6 +285,7 @@ def export(
             torch.ops.torchvision.deform_conv2d.default,
             make_deform_conv2d_translation(opset, columns, variant),
         )
+    kwargs.setdefault("verbose", False)  # torch's "[torch.onnx] ..." progress lines
     call = {
         "opset": opset,
         "table": table,
@@ -291,24 +294,56 @@ def export(
         **kwargs,
     }
     try:
-        program = export_checked(model, args, None, dynamic_shapes=dynamic_shapes, **call)
+        with _quiet_down_conversion():
+            program = export_checked(model, args, None, dynamic_shapes=dynamic_shapes, **call)
     except Exception as exc:
         if not _data_dependent(exc) or not isinstance(model, torch.nn.Module):
             raise
         # A data-dependent Python branch (EDVR's `if offset_absmean > 50: logger.warning`)
         # stops torch.export; draft_export traces through it with the example's value. A
         # draft program serves one export only (a second fails in torch), so make it here.
-        program = export_checked(
-            _draft_program(model, args, dynamic_shapes, kwargs.get("kwargs")),
-            (),
-            None,
-            dynamic_shapes=None,
-            **{k: v for k, v in call.items() if k != "kwargs"},
-        )
+        with _quiet_down_conversion():
+            program = export_checked(
+                _draft_program(model, args, dynamic_shapes, kwargs.get("kwargs")),
+                (),
+                None,
+                dynamic_shapes=None,
+                **{k: v for k, v in call.items() if k != "kwargs"},
+            )
     if check:
         _check_against_torch(model, args, program.model_proto)
     save_program(program, f, kwargs)
     return program.model_proto
+
+
+#: torch's and onnxscript's log lines announcing the build at opset 18 and the conversion
+#: down: expected below opset 18, and :func:`check_written` verifies the opset reached.
+_DOWN_CONVERSION_NOTES = {
+    "torch.onnx._internal.exporter._compat": "Setting ONNX exporter to use operator set",
+    "onnxscript.version_converter": "The model version conversion is not supported",
+}
+
+
+class _DropNote(logging.Filter):
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.prefix)
+
+
+@contextlib.contextmanager
+def _quiet_down_conversion() -> Iterator[None]:
+    """Keep :func:`export` silent on success: drop the down-conversion notes while it runs."""
+    added = [(logging.getLogger(n), _DropNote(p)) for n, p in _DOWN_CONVERSION_NOTES.items()]
+    for logger, note in added:
+        logger.addFilter(note)
+    try:
+        yield
+    finally:
+        for logger, note in added:
+            logger.removeFilter(note)
 
 
 def _check_against_torch(model: Any, args: Any, proto: Any) -> None:

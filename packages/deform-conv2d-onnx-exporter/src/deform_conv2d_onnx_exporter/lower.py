@@ -9,6 +9,7 @@ mmdeploy writes for mmcv's layers, ``mmcv::MMCVDeformConv2d(input, offset, weigh
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -309,7 +310,7 @@ def _spec_for(
 
 
 def lower_deform_conv(
-    model: onnx.ModelProto,
+    model: onnx.ModelProto | str | os.PathLike[str],
     opset: int | None = None,
     *,
     variant: str | None = None,
@@ -320,7 +321,8 @@ def lower_deform_conv(
     Args:
         model: a model that may contain ``DeformConv`` (opset 19/22 semantics) or mmdeploy's
             ``mmcv::MMCVDeformConv2d`` / ``mmcv::MMCVModulatedDeformConv2d`` in its main
-            graph or in subgraphs.
+            graph or in subgraphs, or the path of such an ``.onnx`` file (its external data
+            is read too).
         opset: the default-domain opset of the result. ``None`` keeps the model's own opset
             (12 for a model below 12: mmdeploy writes 11). A model whose opset is below 19
             but still holds ``DeformConv``, as torch's dynamo exporter writes for
@@ -339,6 +341,13 @@ def lower_deform_conv(
         ValueError: *opset* is below 12 or above the installed onnx's highest opset, or the
             other operators cannot be converted to it.
     """
+    if isinstance(model, (str, os.PathLike)):
+        model = onnx.load(os.fspath(model))
+    elif not isinstance(model, onnx.ModelProto):
+        raise TypeError(
+            "lower_deform_conv() takes an onnx.ModelProto or the path of an .onnx file, "
+            f"got {type(model).__name__}"
+        )
     result = onnx.ModelProto()
     result.CopyFrom(model)
     current = _default_opset(result)

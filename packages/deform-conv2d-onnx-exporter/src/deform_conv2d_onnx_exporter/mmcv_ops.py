@@ -119,8 +119,15 @@ def register_mmcv_deform_conv() -> None:
     """
     import importlib
 
-    for module in MMCV_FUNCTIONS:
-        _register(importlib.import_module(module))
+    try:
+        modules = [importlib.import_module(module) for module in MMCV_FUNCTIONS]
+    except ImportError as exc:
+        raise ImportError(
+            "register_mmcv_deform_conv() needs mmcv 2.x (its Python code; the compiled ops "
+            f"are not needed), which cannot be imported here ({exc}); pip install mmcv"
+        ) from exc
+    for module in modules:
+        _register(module)
 
 
 def register_loaded_mmcv() -> list[str]:

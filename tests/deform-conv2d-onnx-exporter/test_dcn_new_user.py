@@ -1,0 +1,102 @@
+"""What a new user meets first, from the README: a silent ``export``, clear errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+from dcn_support import CASES
+from deform_conv2d_onnx_exporter import export, lower_deform_conv, register_mmcv_deform_conv
+
+CASE = CASES[0]
+
+_EXPORT_BELOW_18 = """
+import torch, torchvision
+from deform_conv2d_onnx_exporter import export
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.offsets = torch.nn.Conv2d(4, 27, 3, padding=1)
+        self.dcn = torchvision.ops.DeformConv2d(4, 4, 3, padding=1)
+
+    def forward(self, x):
+        o = self.offsets(x)
+        return self.dcn(x, o[:, :18], torch.sigmoid(o[:, 18:]))
+
+export(Net().eval(), (torch.randn(1, 4, 12, 10),), "m.onnx", opset_version=17,
+       decompose=True, check=True)
+"""
+
+
+def test_export_prints_nothing_on_success(tmp_path: Path) -> None:
+    """The README's promise: torch's progress lines and its note that it builds at opset 18
+    and converts down (checked by ``export`` itself) do not reach the user."""
+    result = subprocess.run(
+        [sys.executable, "-c", _EXPORT_BELOW_18],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "m.onnx").is_file()
+    assert onnx.load(tmp_path / "m.onnx").opset_import[0].version == 17
+    assert result.stdout == "" and result.stderr == "", result.stdout + result.stderr
+
+
+def test_export_keeps_torchs_progress_lines_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    export(CASE.torch_module(), CASE.example_args(), opset_version=20, verbose=True)
+    assert "[torch.onnx]" in capsys.readouterr().out
+
+
+def test_register_mmcv_without_mmcv_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "mmcv", None)  # as if mmcv were not installed
+    with pytest.raises(ImportError, match=r"^register_mmcv_deform_conv\(\) needs mmcv 2\.x") as e:
+        register_mmcv_deform_conv()
+    assert "pip install mmcv" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_lower_deform_conv_takes_a_path(tmp_path: Path) -> None:
+    path = tmp_path / "native.onnx"
+    export(CASE.torch_module(), CASE.example_args(), path, opset_version=19, decompose=False)
+    from_path = lower_deform_conv(path)
+    assert from_path == lower_deform_conv(onnx.load(path))
+    assert not [n for n in from_path.graph.node if n.op_type == "DeformConv"]
+    with pytest.raises(TypeError, match=r"an onnx\.ModelProto or the path of an \.onnx file"):
+        lower_deform_conv(3)  # type: ignore[arg-type]
+
+
+def test_lower_cli_says_when_there_is_nothing_to_lower(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deform_conv2d_onnx_exporter.cli import main
+
+    source, once, twice = (tmp_path / n for n in ("native.onnx", "once.onnx", "twice.onnx"))
+    onnx.save(CASE.onnx_deform_conv(19), source)
+    assert main(["lower", str(source), "-o", str(once)]) == 0
+    assert main(["lower", str(once), "-o", str(twice)]) == 0  # already lowered
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("lowered 1 DeformConv node(s)")
+    assert out[1] == f"no DeformConv node in {once} (nothing to lower); wrote {twice} (opset 19)"
+
+
+def test_lower_cli_refuses_dash_as_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``-o -`` once wrote a file named '-' in the working folder."""
+    from deform_conv2d_onnx_exporter.cli import main
+
+    onnx.save(CASE.onnx_deform_conv(19), tmp_path / "native.onnx")
+    monkeypatch.chdir(tmp_path)
+    assert main(["lower", "native.onnx", "-o", "-"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "deform-conv2d-onnx: error: -o -: give the path of the .onnx file to write "
+        "(stdout is not supported)"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["native.onnx"]
