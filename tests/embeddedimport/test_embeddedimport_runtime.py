@@ -364,7 +364,11 @@ def run_cli(args: Sequence[str], cwd: Path) -> Result:
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [([], "usage"), (["missing.exe"], "missing.exe: no such file")],
+    [
+        # ARGS may be empty: only APP.exe is required (argparse listed "APP.exe, ARGS").
+        ([], "error: the following arguments are required: APP.exe\n"),
+        (["missing.exe"], "missing.exe: no such file"),
+    ],
 )
 def test_cli_user_errors(tmp_path: Path, args: list[str], message: str) -> None:
     result = run_cli(args, tmp_path)

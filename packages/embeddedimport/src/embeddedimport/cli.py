@@ -44,6 +44,7 @@ def build_parser(app_args: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser.add_argument(
         "args",
         nargs="*",
+        default=[],  # else argparse reports a missing APP.exe as "required: APP.exe, ARGS"
         metavar="ARGS",
         help="the application's arguments, passed on untouched",
     )
