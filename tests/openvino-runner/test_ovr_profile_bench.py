@@ -212,3 +212,19 @@ def test_bench_plot_refuses_other_formats_before_running(
     model = conv_net(tmp_path / "net.onnx")
     code, out, err = cli(capsys, "bench", model, "-n", "5", "--plot", tmp_path / "p.jpg")
     assert code == 2 and "give a .png, .svg or .pdf file name" in err and out == ""
+
+
+def test_bench_plot_without_matplotlib_fails_before_running(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the [plot] extra the benchmark ran its full --time, then failed at the end."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
+    model = conv_net(tmp_path / "net.onnx")
+    code, out, err = cli(capsys, "bench", model, "-n", "5", "--plot", tmp_path / "p.png")
+    assert (code, out) == (2, "")  # nothing ran
+    assert err == (
+        "openvino-runner: error: plotting needs matplotlib: pip install 'openvino-runner[plot]'\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["net.onnx"]

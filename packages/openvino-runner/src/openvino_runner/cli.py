@@ -13,6 +13,7 @@ so ``openvino-runner --help`` imports only this module, the kit and the errors.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import os
 import sys
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openvino_runner import _clikit
-from openvino_runner.errors import RunnerError
+from openvino_runner.errors import MissingDependencyError, RunnerError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -477,6 +478,11 @@ def _check_targets(args: argparse.Namespace) -> None:
         target = Path(value)
         if option == "--plot" and target.suffix.lower() not in (".png", ".svg", ".pdf"):
             raise RunnerError(f"--plot {value}: give a .png, .svg or .pdf file name")
+        if option == "--plot" and importlib.util.find_spec("matplotlib") is None:
+            # before a benchmark of --time seconds, not after it
+            raise MissingDependencyError(
+                "plotting needs matplotlib: pip install 'openvino-runner[plot]'"
+            )
         folder = target.parent
         if target.is_dir():
             raise RunnerError(f"{option} {value}: is a folder; give a file name inside it")
