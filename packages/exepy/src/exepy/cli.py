@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument(
         "--runtime",
         metavar="VERSION_OR_PATH",
-        help="build a standalone app on this CPython (3.11 or later), e.g. 3.13",
+        help="build a standalone app on this CPython (3.11, 3.12 or 3.13, e.g. 3.13.2) or "
+        "an embeddable distribution's folder",
     )
     build.add_argument(
         "--interpreter",
@@ -203,8 +204,13 @@ def build_parser() -> argparse.ArgumentParser:
     runtime_list.set_defaults(func=_runtime_list)
     add_tk_command(runtime_commands)
 
-    listing = commands.add_parser("list", help="print the resource tree of an exe or dll")
-    listing.add_argument("exe", metavar="EXE", type=Path)
+    listing = commands.add_parser(
+        "list",
+        help="print the resource tree of an exe or dll",
+        description="Print every resource of a PE file (exe or dll, any architecture): "
+        "type, name, language and size; the bundle is RT_RCDATA 200, its command line 201.",
+    )
+    listing.add_argument("exe", metavar="EXE", type=Path, help="a Windows exe or dll")
     _clikit.add_json_option(listing, "the resources")
     listing.set_defaults(func=_list)
 
@@ -212,8 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
         "extract",
         aliases=["e"],
         help="write the bundled files of an exe and print its stored command line",
+        description="Write the files bundled in EXE (resource RT_RCDATA 200) under DIR, "
+        "folders included, and print the stored command line (201). An existing file is "
+        "kept unless --force; other files in DIR are left alone.",
     )
-    extract.add_argument("exe", metavar="EXE", type=Path)
+    extract.add_argument("exe", metavar="EXE", type=Path, help="an exe built by exepy")
     extract.add_argument(
         "-o", "--output", metavar="DIR", type=Path, default=Path(), help="where to write (.)"
     )
@@ -224,8 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
     bat = commands.add_parser(
         "bat",
         help="write a double-clickable .bat that runs SCRIPT.py with the python.exe next to it",
+        description="Write OUT.bat, a batch/Python polyglot holding SCRIPT.py: cmd runs the "
+        "python.exe in the .bat's own folder (e.g. one from 'exepy build python.exe "
+        "--interpreter') on the .bat itself, with the arguments as typed. An existing "
+        "OUT.bat is replaced atomically.",
     )
-    bat.add_argument("script", metavar="SCRIPT.py", type=Path)
+    bat.add_argument("script", metavar="SCRIPT.py", type=Path, help="the script to wrap")
     bat.add_argument("--admin", action="store_true", help="ask for administrator rights first")
     bat.add_argument("-o", "--output", metavar="OUT.bat", type=Path, help="default: SCRIPT.bat")
     bat.set_defaults(func=_bat)
@@ -237,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
         "osslsigncode. An exe is replaced atomically; sign after every other edit, since "
         "editing a signed exe strips its signature.",
     )
-    sign.add_argument("exe", metavar="EXE", type=Path)
+    sign.add_argument("exe", metavar="EXE", type=Path, help="the exe to sign")
     sign.add_argument(
         "-o", "--output", metavar="OUT.exe", type=Path, help="default: replace EXE itself"
     )
@@ -247,8 +260,11 @@ def build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser(
         "verify",
         help="check an exe's Authenticode signature (exit 1 when unsigned or invalid)",
+        description="Check EXE's Authenticode signature through osslsigncode: the digest "
+        "matches the file and the signer chains to a trusted CA. Exit 0: signed and "
+        "valid; 1: unsigned, changed after signing or not trusted; 2: not a PE file.",
     )
-    verify.add_argument("exe", metavar="EXE", type=Path)
+    verify.add_argument("exe", metavar="EXE", type=Path, help="a signed (or unsigned) exe")
     verify.add_argument(
         "--ca-file",
         metavar="CA.pem",
