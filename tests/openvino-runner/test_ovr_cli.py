@@ -247,6 +247,25 @@ def test_dash_is_stdout_for_json_only(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["two.onnx"]
 
 
+def test_ir_without_its_bin_names_the_missing_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """OpenVINO's own text was 'Empty weights data in bin file or bin file cannot be found!'."""
+    from ovr_testmodels import conv_net
+
+    xml = tmp_path / "net.xml"
+    code, _, err = cli(capsys, "convert", conv_net(tmp_path / "net.onnx"), "-o", xml)
+    assert code == 0, err
+    xml.with_suffix(".bin").unlink()
+    code, out, err = cli(capsys, "info", xml)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"openvino-runner: error: OpenVINO cannot read {xml}: its weights file "
+        f"{xml.with_suffix('.bin')} does not exist (an IR is the .xml and the .bin beside it; "
+        "copy both)\n"
+    )
+
+
 def test_run_random_inputs_are_seeded(capsys: pytest.CaptureFixture[str], model: Path) -> None:
     shapes = ("--shape", "a=2,4", "--shape", "b=2,4")
     outs = [run_outputs(capsys, model, "--seed", seed, *shapes)["y"] for seed in ("1", "1", "2")]

@@ -109,6 +109,13 @@ def conversion_error(path: Path, exc: Exception) -> RunnerError:
         return ModelFileError(
             f"OpenVINO cannot read {path}: not a model format it knows; {_expected_formats()}"
         )
+    weights = path.with_suffix(".bin")
+    if path.suffix.lower() == ".xml" and "bin file" in text and not weights.exists():
+        # OpenVINO says "Empty weights data in bin file or bin file cannot be found!"
+        return ModelFileError(
+            f"OpenVINO cannot read {path}: its weights file {weights} does not exist "
+            "(an IR is the .xml and the .bin beside it; copy both)"
+        )
     tail = text.strip().splitlines()[-1] if text.strip() else type(exc).__name__
     return ConversionError(f"OpenVINO cannot read {path}: {tail}")
 
