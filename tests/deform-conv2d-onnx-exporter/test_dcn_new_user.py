@@ -100,3 +100,45 @@ def test_lower_cli_refuses_dash_as_output(
         "(stdout is not supported)"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["native.onnx"]
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ({"columns": "foo"}, r"columns must be 'auto', 'conv' or 'matmul', got 'foo'"),
+        ({"variant": "bogus"}, r"unknown variant 'bogus': expected 'gridsample' or 'gathernd'"),
+    ],
+)
+def test_export_checks_columns_and_variant_for_a_native_export_too(
+    tmp_path: Path, option: dict[str, str], message: str
+) -> None:
+    """At opset >= 19 (native DeformConv) both were ignored, so a typo passed silently."""
+    with pytest.raises(ValueError, match=message):
+        export(CASE.torch_module(), CASE.example_args(), tmp_path / "m.onnx", **option)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("renamed", ["input", "output"])
+def test_check_with_a_source_of_other_names_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], renamed: str
+) -> None:
+    """A wrong --source gave onnxruntime's 'Required inputs ... are missing' (or a KeyError
+    traceback for other output names)."""
+    from deform_conv2d_onnx_exporter.cli import main
+
+    native = CASE.onnx_deform_conv(19)
+    lowered, other = tmp_path / "lowered.onnx", tmp_path / "other.onnx"
+    onnx.save(lower_deform_conv(native), lowered)
+    value = native.graph.input[0] if renamed == "input" else native.graph.output[0]
+    old = value.name
+    value.name = "renamed"
+    for node in native.graph.node:
+        node.input[:] = ["renamed" if n == old else n for n in node.input]
+        node.output[:] = ["renamed" if n == old else n for n in node.output]
+    onnx.save(native, other)
+    assert main(["check", str(lowered), "--source", str(other)]) == 2
+    err = capsys.readouterr().err
+    kind = f"{renamed}s"
+    assert err.startswith(f"deform-conv2d-onnx: error: the source model's {kind} ")
+    assert "'renamed'" in err and "must be the model this one was lowered from" in err
+    assert err.count("\n") == 1

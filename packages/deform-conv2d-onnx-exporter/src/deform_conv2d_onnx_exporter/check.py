@@ -266,6 +266,24 @@ def run_openvino(
     return outputs, ov.get_version()
 
 
+def _check_same_interface(model: onnx.ModelProto, source: onnx.ModelProto | str) -> None:
+    """Raise :class:`CheckError` unless *source* has *model*'s input and output names."""
+    if isinstance(source, str):
+        source = onnx.load(source, load_external_data=False)
+
+    def names(proto: onnx.ModelProto) -> tuple[list[str], list[str]]:
+        weights = {i.name for i in proto.graph.initializer}
+        inputs = [i.name for i in proto.graph.input if i.name not in weights]
+        return inputs, [o.name for o in proto.graph.output]
+
+    for kind, mine, theirs in zip(("inputs", "outputs"), names(model), names(source), strict=True):
+        if sorted(mine) != sorted(theirs):
+            raise CheckError(
+                f"the source model's {kind} {theirs} are not the model's {mine}: the source "
+                "must be the model this one was lowered from"
+            )
+
+
 def compare_runtimes(
     model: onnx.ModelProto | str,
     shapes: Mapping[str | None, Sequence[int]] | None = None,
@@ -295,6 +313,7 @@ def compare_runtimes(
             "onnxruntime", {k: tuple(v.shape) for k, v in feeds.items()}, atol, rtol
         )
     else:
+        _check_same_interface(proto, source)
         reference = run_onnxruntime(source, feeds)
         report = CheckReport(
             "onnxruntime on the source", {k: tuple(v.shape) for k, v in feeds.items()}, atol, rtol

@@ -245,6 +245,9 @@ def export(
     register_loaded_mmcv()  # a model of mmcv's DCN layers exports with no extra call
     opset = DEFAULT_OPSET if opset_version is None else opset_version
     check_opset(opset)
+    # Checked here too: a native export ignores both, and a typo should not pass silently.
+    columns_for_output_size(columns, None)
+    resolve_variant(variant, opset)
     if decompose is False and opset < NATIVE_OPSET:
         raise ValueError(
             f"native DeformConv needs opset >= {NATIVE_OPSET}, got opset_version={opset}; "
