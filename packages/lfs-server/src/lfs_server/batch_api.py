@@ -103,10 +103,9 @@ def _answer(
         # A stored object of another size is damaged (its oid fixes its size): let the
         # client upload it again; the PUT verifies the new bytes before replacing it.
         if stored != size:
-            entry["actions"] = {
-                "upload": action(f"{base}/upload/{oid}/{size}", "upload"),
-                "verify": action(f"{base}/verify", "verify"),
-            }
+            entry["actions"] = {"upload": action(f"{base}/upload/{oid}/{size}", "upload")}
+            if not svc.store.uploads_verified_by_put:
+                entry["actions"]["verify"] = action(f"{base}/verify", "verify")
         return entry
     if stored is None:
         entry.pop("authenticated")

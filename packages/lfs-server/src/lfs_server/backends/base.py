@@ -163,6 +163,10 @@ class ObjectStore(Protocol):
     in_data_folder: bool  # kept under the node's data folder (not shared by nodes)
     location: str  # where the objects are, for messages: a folder or s3://bucket/prefix
     tmp_dir: Path  # node-local scratch space for upload bodies (its disk's free space counts)
+    # Every upload reaches the store through our PUT, which answers 200 only once the size
+    # and SHA-256 were checked and the object published: a batch then names no verify
+    # action (git-lfs skips verify without one: one app request per object, not two).
+    uploads_verified_by_put: bool
 
     def check(self) -> None:
         """Raise StoreUnavailable unless the store can be used."""

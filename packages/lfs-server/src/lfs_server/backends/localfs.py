@@ -36,6 +36,7 @@ class Store:
 
     kind = "local"
     in_data_folder = True  # the objects are under DATA/repos
+    uploads_verified_by_put = True  # PUT -> publish: verified, renamed, fsynced
 
     def __init__(self, repos_dir: Path, tmp_dir: Path) -> None:
         self.repos_dir = repos_dir

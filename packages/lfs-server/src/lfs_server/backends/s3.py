@@ -79,6 +79,8 @@ class S3Store:
 
     kind = "s3"
     in_data_folder = False
+    # Uploads go through our PUT in both transfer modes (direct is for downloads only).
+    uploads_verified_by_put = True
 
     def __init__(
         self,
