@@ -578,6 +578,7 @@ static int write_entry(const wchar_t *path, const Entry *entry)
     return ok;
 }
 
+/* Remove `folder` and everything below it (best effort). */
 static void remove_tree(const wchar_t *folder)
 {
     wchar_t pattern[MAX_PATH * 2], path[MAX_PATH * 2];
@@ -586,10 +587,13 @@ static void remove_tree(const wchar_t *folder)
     HANDLE search = FindFirstFileW(pattern, &found);
     if (search != INVALID_HANDLE_VALUE) {
         do {
-            if (!(found.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY)) {
-                _snwprintf(path, sizeof path / sizeof *path, L"%ls\\%ls", folder, found.cFileName);
+            if (wcscmp(found.cFileName, L".") == 0 || wcscmp(found.cFileName, L"..") == 0)
+                continue;
+            _snwprintf(path, sizeof path / sizeof *path, L"%ls\\%ls", folder, found.cFileName);
+            if (found.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY)
+                remove_tree(path);
+            else
                 DeleteFileW(path);
-            }
         } while (FindNextFileW(search, &found));
         FindClose(search);
     }
@@ -723,28 +727,6 @@ static const wchar_t PACKAGES_DAMAGED[] = L"the packages resource (RT_RCDATA 205
 static const wchar_t STAMP[] = L"exepy-packages.txt";
 #define PACKAGES_HEADER 24 /* "EXEPYPK1" and the 16-digit hash */
 
-/* Remove `folder` and everything below it (best effort). */
-static void remove_tree_deep(const wchar_t *folder)
-{
-    wchar_t pattern[MAX_PATH * 2], path[MAX_PATH * 2];
-    WIN32_FIND_DATAW found;
-    _snwprintf(pattern, sizeof pattern / sizeof *pattern, L"%ls\\*", folder);
-    HANDLE search = FindFirstFileW(pattern, &found);
-    if (search != INVALID_HANDLE_VALUE) {
-        do {
-            if (wcscmp(found.cFileName, L".") == 0 || wcscmp(found.cFileName, L"..") == 0)
-                continue;
-            _snwprintf(path, sizeof path / sizeof *path, L"%ls\\%ls", folder, found.cFileName);
-            if (found.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY)
-                remove_tree_deep(path);
-            else
-                DeleteFileW(path);
-        } while (FindNextFileW(search, &found));
-        FindClose(search);
-    }
-    RemoveDirectoryW(folder);
-}
-
 /* Whether `folder` holds the stamp with `key`: written last into a folder renamed into place
  * whole, it says the folder was complete; the one file a later start reads. */
 static int stamp_ok(const wchar_t *folder, const char *key)
@@ -779,7 +761,7 @@ static int unpack_packages(const wchar_t *temp, const uint8_t *payload, DWORD si
         int n = _snwprintf(path, sizeof path / sizeof *path, L"%ls\\%ls", temp, entry.name);
         wchar_t *last = wcsrchr(path, L'\\');
         if (n < 0 || (size_t)n >= sizeof path / sizeof *path - 1) {
-            remove_tree_deep(temp);
+            remove_tree(temp);
             return fail(L"a packaged file's path is too long for %LOCALAPPDATA%\\exepy\\runtimes");
         }
         *last = 0;
@@ -794,12 +776,12 @@ static int unpack_packages(const wchar_t *temp, const uint8_t *payload, DWORD si
         }
         *last = L'\\';
         if (!write_entry(path, &entry)) {
-            remove_tree_deep(temp);
+            remove_tree(temp);
             return fail(CANNOT_UNPACK);
         }
     }
     if (files.damaged) {
-        remove_tree_deep(temp);
+        remove_tree(temp);
         return fail(PACKAGES_DAMAGED);
     }
     _snwprintf(path, sizeof path / sizeof *path, L"%ls\\%ls", temp, STAMP);
@@ -809,7 +791,7 @@ static int unpack_packages(const wchar_t *temp, const uint8_t *payload, DWORD si
     if (file != INVALID_HANDLE_VALUE)
         ok = CloseHandle(file) && ok;
     if (!ok) {
-        remove_tree_deep(temp);
+        remove_tree(temp);
         return fail(CANNOT_UNPACK);
     }
     return 0;
@@ -847,7 +829,7 @@ static int ensure_packages(const wchar_t *runtime, wchar_t *out, size_t out_len)
     if (MoveFileExW(temp, out, 0))
         return 0;
     if (stamp_ok(out, key)) { /* another first run won the race: its folder is complete */
-        remove_tree_deep(temp);
+        remove_tree(temp);
         return 0;
     }
     /* Damaged: move it aside and ours in; a run repairing at the same time may get there
@@ -855,14 +837,14 @@ static int ensure_packages(const wchar_t *runtime, wchar_t *out, size_t out_len)
     _snwprintf(old, sizeof old / sizeof *old, L"%ls.old", temp);
     if (MoveFileExW(out, old, 0)) {
         int placed = MoveFileExW(temp, out, 0);
-        remove_tree_deep(old);
+        remove_tree(old);
         if (placed)
             return 0;
     }
     if (MoveFileExW(temp, out, 0))
         return 0;
     if (stamp_ok(out, key)) {
-        remove_tree_deep(temp);
+        remove_tree(temp);
         return 0;
     }
     wcsncpy(out, temp, out_len - 1); /* the damaged one is in use elsewhere: run from ours */
@@ -902,6 +884,37 @@ static int read_at(HANDLE file, uint64_t offset, void *buffer, DWORD size)
 static uint16_t read_u16(const uint8_t *p)
 {
     return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+/* Whether this exe still ends with its standard library zip: the end record, and the
+ * central directory it points to, inside the file. A copy cut short (a broken download)
+ * would otherwise stop with CPython's "Failed to import encodings module". */
+static int stdlib_zip_complete(void)
+{
+    HANDLE file = CreateFileW(exe_path, GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, NULL,
+                              OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, NULL);
+    if (file == INVALID_HANDLE_VALUE)
+        return 1; /* not readable here: left to CPython to report */
+    static uint8_t tail[65536 + 22]; /* the end record, after a comment or a signature */
+    LARGE_INTEGER file_size;
+    int found = 0;
+    if (GetFileSizeEx(file, &file_size) && file_size.QuadPart >= 22) {
+        DWORD tail_size = file_size.QuadPart < (LONGLONG)sizeof tail ? (DWORD)file_size.QuadPart : (DWORD)sizeof tail;
+        uint64_t tail_start = (uint64_t)file_size.QuadPart - tail_size;
+        if (read_at(file, tail_start, tail, tail_size)) {
+            for (DWORD end = tail_size - 22 + 1; !found && end-- > 0;) {
+                if (read_u32(tail + end) != 0x06054b50)
+                    continue;
+                uint64_t at = tail_start + end;
+                uint32_t cd_size = read_u32(tail + end + 12), cd_offset = read_u32(tail + end + 16);
+                uint8_t header[4];
+                found = cd_size <= at && cd_offset <= at - cd_size &&
+                        (cd_size == 0 || (read_at(file, at - cd_size, header, 4) && read_u32(header) == 0x02014b50));
+            }
+        }
+    }
+    CloseHandle(file);
+    return found;
 }
 
 /* The modules python.exe itself imports from its zip before running anything: the
@@ -1226,6 +1239,9 @@ int wmain(int argc, wchar_t **argv)
     if (set_start_up_paths(cfg, minor, search_paths_set, search_paths, folder, stdlib_entry, set_string, status_exception,
                            exit_status))
         return 1;
+    if (!stdlib_zip_complete())
+        return fail(L"this exe is incomplete: the standard library at its end is missing or cut short "
+                    L"(a broken download or copy?); copy the whole file again");
     freeze_startup_modules(python, minor);
     status = initialize(cfg);
     config_clear(cfg);
