@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -192,3 +193,84 @@ def test_ssh_forced_command_reads_its_config_file(tmp_path: Path) -> None:
     answer = json.loads(r.stdout)
     assert answer["href"] == "https://lfs.example.com/team/game.git/info/lfs"
     assert answer["header"]["Authorization"].startswith("Bearer ")
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://u:pw@h/db", "postgresql://u:***@h/db"),
+        # libpq also reads a password from the query: it leaked in `config` before.
+        ("postgresql://u@h/db?sslmode=require&password=pw", "postgresql://u@h/db?sslmode=require&password=***"),
+        ("postgresql://u:pw@h/db?PASSWORD=pw&x=1", "postgresql://u:***@h/db?PASSWORD=***&x=1"),
+        ("postgresql://h/db", "postgresql://h/db"),
+    ],
+)  # fmt: skip
+def test_config_masks_every_password_of_a_database_url(
+    tmp_path: Path, url: str, shown: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LFS_")}
+    env["LFS_DATABASE_URL"] = url
+    r = cli("config", "--json", "-", data=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["settings"]["database_url"]["value"] == shown
+    assert "pw" not in r.stdout + r.stderr
+
+
+def _run_in(cwd: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The console script run in *cwd*, where relative settings resolve."""
+    return subprocess.run(
+        [SCRIPT, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("env_var", "value", "message"),
+    [
+        # Each would have become a file or folder of that name in the current folder.
+        ("LFS_ACCESS_LOG", "OFF", "LFS_ACCESS_LOG must be 'off', 'stderr' or a file path,"
+         " got 'OFF' (for a file of that name write ./OFF)"),
+        ("LFS_ACCESS_LOG", "-", "got '-'"),
+        ("LFS_ACCESS_LOG", "stdout", "got 'stdout'"),
+        ("LFS_DATA_DIR", "", "LFS_DATA_DIR is empty; name a path, or leave it out for the"
+         " default (lfs-data)"),
+        ("LFS_USERS_FILE", "", "LFS_USERS_FILE is empty; name a path, or leave it out for the"
+         " default (DATA/users.json)"),
+        ("LFS_S3_ENDPOINT", "http://key:secret@rgw:7480",
+         "without USER:PASSWORD@, got 'http://key:***@rgw:7480'"),
+    ],
+)  # fmt: skip
+def test_bad_variable_is_one_line_exit_2(
+    tmp_path: Path, env_var: str, value: str, message: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LFS_")}
+    env[env_var] = value
+    r = _run_in(tmp_path, "config", env=env)
+    assert r.returncode == 2, r
+    assert r.stderr.startswith("lfs-server: error: ") and r.stderr.count("\n") == 1, r.stderr
+    assert message in r.stderr and "secret" not in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('access_log = "Off"\n', "got 'Off' (for a file of that name write ./Off)"),
+        ('data_dir = ""\n', "lfs.toml: data_dir is empty; name a path, or leave it out"),
+    ],
+)
+def test_file_value_that_would_mean_the_wrong_place(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    toml = _write(tmp_path / "lfs.toml", text)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config({}, toml)
+
+
+def test_config_shows_a_relative_access_log_where_serve_writes_it(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LFS_")}
+    env["LFS_ACCESS_LOG"] = "logs/access.log"
+    r = _run_in(tmp_path, "config", "--json", "-", env=env)
+    assert r.returncode == 0, r.stderr
+    shown = json.loads(r.stdout)["settings"]["access_log"]
+    assert shown == {"value": str(tmp_path / "logs/access.log"), "source": "env",
+                     "env": "LFS_ACCESS_LOG"}  # fmt: skip

@@ -157,3 +157,37 @@ def test_access_log_off_and_json_from_a_config_file() -> None:
         status = off.stop()
         shutil.rmtree(data, ignore_errors=True)
     assert status == 0
+
+
+def test_unwritable_access_log_is_one_line_at_start_not_500s(tmp_path: Path) -> None:
+    """A directory as LFS_ACCESS_LOG once answered every request 500 (the handler opened
+    the file inside the request); `serve` now refuses it before starting anything."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LFS_")}
+    env["LFS_ACCESS_LOG"] = str(tmp_path)
+    r = cli("serve", "--no-nginx", "--listen", f"127.0.0.1:{free_port()}", data=tmp_path / "d",
+            env=env)  # fmt: skip
+    assert r.returncode == 2, r
+    assert r.stderr == (
+        f"lfs-server: error: cannot append to the access log {tmp_path} (LFS_ACCESS_LOG): Is a"
+        " directory; name a writable file, or 'stderr' or 'off'\n"
+    )
+    assert "serving" not in r.stdout
+
+
+def test_access_log_that_fails_later_never_fails_the_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log file gone bad after start (here: replaced by a directory) costs the line, on
+    stderr as a logging error, but the request is still answered."""
+    from lfs_server.app import create_app
+    from lfs_server.config import Config
+
+    log = tmp_path / "access.log"
+    app = create_app(Config(data_dir=tmp_path / "d", access_log=str(log)))
+    client = app.test_client()
+    assert client.get("/openapi.json").status_code == 200
+    assert "/openapi.json" in log.read_text()
+    log.unlink()
+    log.mkdir()  # logrotate-like replacement the worker cannot reopen
+    assert client.get("/openapi.json").status_code == 200
+    assert "Logging error" in capsys.readouterr().err

@@ -11,13 +11,40 @@ import logging.handlers
 import sys
 from pathlib import Path
 
-from lfs_server.config import Config
+from lfs_server.config import Config, ConfigError
 
 
 def _escaped(text: str) -> str:
     """*text* with quotes, backslashes, control and non-ASCII characters escaped (JSON
     style), so a request path cannot end its text line or forge another one."""
     return json.dumps(text)[1:-1]
+
+
+def check_access_log(target: str | Path) -> None:
+    """Raise ConfigError unless the access log *target* (a file) can be appended to:
+    `serve` checks before starting, so a bad path is one line, not an error per request."""
+    if not isinstance(target, Path):
+        return
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot append to the access log {target} (LFS_ACCESS_LOG): {exc.strerror};"
+            " name a writable file, or 'stderr' or 'off'"
+        ) from None
+
+
+class _ReopeningHandler(logging.handlers.WatchedFileHandler):
+    """WatchedFileHandler whose (re)opening of the file reports a failure like any other
+    logging error (on stderr) instead of raising into the request, which would be a 500."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            super().emit(record)  # (re)opening the file is outside the base class's try
+        except OSError:
+            self.handleError(record)
 
 
 class AccessLog:
@@ -35,7 +62,7 @@ class AccessLog:
         if isinstance(target, Path):
             target.parent.mkdir(parents=True, exist_ok=True)
             # Reopened when logrotate moves the file; O_APPEND keeps workers' lines whole.
-            handler = logging.handlers.WatchedFileHandler(target, encoding="utf-8", delay=True)
+            handler = _ReopeningHandler(target, encoding="utf-8", delay=True)
         else:
             handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(message)s"))

@@ -164,8 +164,10 @@ class Config:
             netloc = rest.split("/", 1)[0]
             host_port = netloc if ":" in netloc.rsplit("]", 1)[-1] else f"{netloc}:80"
             if scheme not in ("http", "https") or not sep or "@" in netloc:
+                # Masked: a USER:PASSWORD@ here would otherwise end up in a log.
                 raise ConfigError(
-                    f"LFS_S3_ENDPOINT must be an http:// or https:// URL, got {self.s3_endpoint!r}"
+                    "LFS_S3_ENDPOINT must be an http:// or https:// URL without USER:PASSWORD@,"
+                    f" got {mask_secret(self.s3_endpoint)!r}"
                 )
             parse_listen(host_port, "LFS_S3_ENDPOINT")  # nginx's config names this host
             if any(c.isspace() or c in ";{}$\"'\\" for c in rest):
@@ -196,6 +198,7 @@ class Config:
         parse_listen(self.listen, "LFS_LISTEN (--listen)")
         if self.log_format not in ("text", "json"):
             raise ConfigError(f"LFS_LOG_FORMAT must be 'text' or 'json', got {self.log_format!r}")
+        _check_access_log_word(self.access_log)
         if self.access_log.strip() != self.access_log or "\0" in self.access_log:
             raise ConfigError(
                 "LFS_ACCESS_LOG must be 'off', 'stderr' or a file path (no leading or trailing"
@@ -308,6 +311,8 @@ class Loaded:
         rows: list[dict[str, object]] = []
         for setting in SETTINGS:
             value: object = getattr(self.config, setting.key)
+            if setting.kind == "log" and value not in ("", "off", "stderr"):
+                value = Path(str(value))  # shown where serve writes, not as typed
             if setting.derived and value in (None, ""):
                 value = getattr(self.config, setting.derived)
             if isinstance(value, Path):
@@ -431,6 +436,10 @@ def read_config_file(path: Path) -> dict[str, object]:
             raise ConfigError(
                 f"{path}: {key} must be {wanted}, e.g. {_example(setting)}, got {value!r} ({got})"
             )
+        if setting.kind == "path" and not value:
+            raise ConfigError(f"{path}: {_empty_path(setting)}")
+        if setting.kind == "log":
+            _check_access_log_word(str(value))
         if setting.kind == "path" or (setting.kind == "log" and value not in ("", "off", "stderr")):
             value = (path.parent / str(value)).resolve()
             value = str(value) if setting.kind == "log" else value
@@ -443,11 +452,33 @@ def mask_secret(value: str) -> str:
     scheme, sep, rest = value.partition("://")
     if not sep:
         return "***"
-    userinfo, at, host = rest.rpartition("@")
-    if not at:
-        return value
-    user, colon, _password = userinfo.partition(":")
-    return f"{scheme}://{user}{':***' if colon else ''}@{host}"
+    base, question, query = rest.partition("?")
+    # libpq also takes the password as a query parameter (?password=...).
+    query = re.sub(r"(^|&)(password=)[^&#]*", r"\1\2***", query, flags=re.IGNORECASE)
+    userinfo, at, host = base.rpartition("@")
+    if at:
+        user, colon, _password = userinfo.partition(":")
+        base = f"{user}{':***' if colon else ''}@{host}"
+    return f"{scheme}://{base}{question}{query}"
+
+
+def _empty_path(setting: Setting) -> str:
+    """The error for an empty path: it would silently mean the current folder."""
+    default = setting.default or Config.__dataclass_fields__[setting.key].default
+    return f"{setting.key} is empty; name a path, or leave it out for the default ({default})"
+
+
+# Spellings of the access log's words that would otherwise become a file of that name.
+_LOG_WORDS = {"off", "stderr", "stdout", "-", "none", "false", "0", "no"}
+
+
+def _check_access_log_word(value: str) -> None:
+    """Refuse 'OFF', 'stdout', '-' and the like rather than log into a file so named."""
+    if value.lower() in _LOG_WORDS and value not in ("off", "stderr"):
+        raise ConfigError(
+            f"LFS_ACCESS_LOG must be 'off', 'stderr' or a file path, got {value!r}"
+            f" (for a file of that name write ./{value})"
+        )
 
 
 def _convert(var: str, raw: str, kind: str) -> object:
@@ -464,6 +495,9 @@ def _convert(var: str, raw: str, kind: str) -> object:
             return False
         raise ConfigError(f"{var} must be one of 1/0/true/false/yes/no/on/off, got {raw!r}")
     if kind == "path":
+        if not raw:
+            setting = next(s for s in SETTINGS if s.env == var)
+            raise ConfigError(_empty_path(setting).replace(setting.key, var, 1))
         return Path(raw)
     return raw
 

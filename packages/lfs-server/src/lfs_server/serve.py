@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from lfs_server.accesslog import check_access_log
 from lfs_server.authcache import KEY_ENV as AUTH_CACHE_KEY_ENV
 from lfs_server.backends import check_components as check_backends
 from lfs_server.backends.base import ObjectStore, StoreUnavailable
@@ -251,6 +252,7 @@ class Supervisor:
         env.update(config.to_env())
         # Decided here, where the user's terminal is known: a worker's stderr is the same.
         access_log = config.access_log_target(self.err.isatty())
+        check_access_log(access_log)
         env["LFS_ACCESS_LOG"] = str(access_log)
         # The workers' shared password-check cache is keyed by a secret that lives only in
         # memory, new at every start (authcache.py).
