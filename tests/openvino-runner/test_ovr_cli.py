@@ -266,6 +266,13 @@ def test_ir_without_its_bin_names_the_missing_file(
     )
 
 
+def test_one_input_shaped_twice_is_refused(capsys: pytest.CaptureFixture[str], model: Path) -> None:
+    """The last --shape for an input won silently."""
+    code, out, err = cli(capsys, "run", model, "--shape", "a=2,4", "--shape", "a=3,4")
+    assert (code, out) == (2, "")
+    assert err == "openvino-runner: error: --shape for 'a' given twice: 2,4 and 3,4; give one\n"
+
+
 def test_run_random_inputs_are_seeded(capsys: pytest.CaptureFixture[str], model: Path) -> None:
     shapes = ("--shape", "a=2,4", "--shape", "b=2,4")
     outs = [run_outputs(capsys, model, "--seed", seed, *shapes)["y"] for seed in ("1", "1", "2")]

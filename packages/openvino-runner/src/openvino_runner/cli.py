@@ -437,6 +437,11 @@ def _runner(args: argparse.Namespace, **kwargs: Any) -> Runner:
                         f"--shape {specs[0].name}={','.join(map(str, dims))}"
                     )
                 name = specs[0].name
+            if name in shapes and shapes[name] != dims:  # the last one won, silently
+                raise RunnerError(
+                    f"--shape for {name!r} given twice: {','.join(map(str, shapes[name]))} "
+                    f"and {','.join(map(str, dims))}; give one"
+                )
             shapes[name] = dims
         runner.reshape(shapes)
     return runner
