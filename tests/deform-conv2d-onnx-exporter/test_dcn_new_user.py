@@ -142,3 +142,17 @@ def test_check_with_a_source_of_other_names_says_so(
     assert err.startswith(f"deform-conv2d-onnx: error: the source model's {kind} ")
     assert "'renamed'" in err and "must be the model this one was lowered from" in err
     assert err.count("\n") == 1
+
+
+def test_check_refuses_two_shapes_for_one_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The last --shape for an input won silently."""
+    from deform_conv2d_onnx_exporter.cli import main
+
+    onnx.save(lower_deform_conv(CASE.onnx_deform_conv(19)), tmp_path / "m.onnx")
+    twice = ["--shape", "x=1,4,7,10", "--shape", "x=2,4,7,10"]
+    assert main(["check", str(tmp_path / "m.onnx"), *twice]) == 2
+    assert capsys.readouterr().err == (
+        "deform-conv2d-onnx: error: --shape for 'x' given twice: 1,4,7,10 and 2,4,7,10; give one\n"
+    )

@@ -181,7 +181,15 @@ def _check(args: argparse.Namespace) -> int:
         )
     model = _load(args.model)
     source = None if args.source is None else _load(args.source)
-    shapes: dict[str | None, tuple[int, ...]] = {s.name: s.dims for s in args.shape}
+    shapes: dict[str | None, tuple[int, ...]] = {}
+    for spec in args.shape:
+        if spec.name in shapes and shapes[spec.name] != spec.dims:  # the last one won, silently
+            which = "without a name" if spec.name is None else f"for {spec.name!r}"
+            raise CliError(
+                f"--shape {which} given twice: {','.join(map(str, shapes[spec.name]))} and "
+                f"{','.join(map(str, spec.dims))}; give one"
+            )
+        shapes[spec.name] = spec.dims
     try:
         report = compare_runtimes(
             model, shapes, seed=args.seed, source=source, atol=args.atol, rtol=args.rtol
