@@ -439,6 +439,21 @@ def test_onefile_repairs_a_damaged_runtime_cache(built: Built, runner: Runner) -
     assert [p.name for p in cache.iterdir()] == [folder.name]
 
 
+def test_a_truncated_exe_says_so(built: Built, runner: Runner, tmp_path: Path) -> None:
+    # A download cut short loses the standard library zip at the end: one line from the
+    # launcher, not CPython's "Failed to import encodings module" and a stack dump.
+    data = built.onefile.read_bytes()
+    cut = tmp_path / "app.exe"
+    cut.write_bytes(data[: len(data) - 100_000])
+    proc = runner.run([str(cut), "report"])
+    err = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == 1, err
+    assert err.splitlines() == [
+        "app.exe: error: this exe is incomplete: the standard library at its end is missing "
+        "or cut short (a broken download or copy?); copy the whole file again"
+    ], err
+
+
 def test_windowed(built: Built, runner: Runner, tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     proc = runner.run([str(built.windowed), "windowed", windows_path(out)])
