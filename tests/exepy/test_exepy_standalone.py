@@ -553,6 +553,25 @@ def test_user_errors_are_one_line(
     assert sorted(project.iterdir()) == before
 
 
+def test_requirements_that_do_not_resolve_are_one_line(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What pip could not find, for which target, and no exe or onedir folder left behind.
+    _runtime("3.13")  # cached, so that the error is pip's
+    (project / "wheels").mkdir()
+    (project / "reqs.txt").write_text("--no-index\n--find-links wheels\nnosuchpkg==1.0\n")
+    before = sorted(project.iterdir())
+    for out in ("o.exe", "dist"):
+        code, _, err = run_cli(
+            ["build", out, "hello.py", "--runtime", "3.13", "-r", "reqs.txt"], capsys
+        )
+        assert code == 2
+        assert err.count("\n") == 1 and err.startswith("exepy: error: pip download -r "), err
+        assert "for Windows x64 CPython 3.13 (binary wheels only) failed: " in err, err
+        assert "No matching distribution found for nosuchpkg==1.0" in err, err
+        assert sorted(project.iterdir()) == before
+
+
 def test_a_runtime_the_launcher_cannot_start_is_refused(
     project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -302,7 +302,11 @@ def download_requirements(
     )
     if done.returncode != 0:
         reason = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
-        raise WheelError(f"pip download -r {os.fspath(requirements)} failed: {reason}")
+        # Name the target: "no matching distribution" often means no Windows wheel for it.
+        raise WheelError(
+            f"pip download -r {os.fspath(requirements)} for Windows x64 CPython {minor} "
+            f"(binary wheels only) failed: {reason}"
+        )
     found = sorted(folder.glob("*.whl"))
     if pip or not prefer_pure:
         return found
