@@ -512,3 +512,19 @@ def test_config_report_to_a_file_and_a_bad_config_file_stops_serve(tmp_path: Pat
     r = cli("serve", "--config", str(bad), data=tmp_path / "never")
     one_error_line(r, "unknown key 'wokers' (did you mean 'workers'?)")
     assert not (tmp_path / "never").exists()
+
+
+def test_nginx_config_upstream_is_checked_before_anything_is_made(tmp_path: Path) -> None:
+    """`--upstream 'bad;host'` printed a config nginx then refused at start; now one line."""
+    r = cli("nginx-config", "--upstream", "bad;host", data=tmp_path / "data")
+    one_error_line(r, "--upstream (unix:PATH or HOST:PORT) must be HOST:PORT")
+    assert r.stdout == "" and not (tmp_path / "data").exists()
+    r = cli("nginx-config", "--upstream", "10.0.0.5:8000", data=tmp_path / "data")
+    assert r.returncode == 0 and 'server "10.0.0.5:8000";' in r.stdout, r.stderr
+
+
+def test_config_json_to_an_unwritable_file_prints_only_the_error(tmp_path: Path) -> None:
+    """The settings table used to be printed before the --json FILE failed."""
+    r = cli("config", "--json", str(tmp_path / "no/such/dir/settings.json"), data=tmp_path)
+    one_error_line(r, "cannot write --json")
+    assert r.stdout == ""

@@ -334,12 +334,7 @@ def _serve_flags(args: argparse.Namespace) -> dict[str, Any]:
 def _show_config(args: argparse.Namespace) -> int:
     loaded = _load(args, **_serve_flags(args))
     rows = loaded.describe()
-    print(f"config file: {loaded.file or '(none)'}")
-    width = max(len(str(row["key"])) for row in rows)
-    for row in rows:
-        value = row["value"]
-        shown = str(value).lower() if isinstance(value, bool) else str(value)
-        print(f"{row['key']:<{width}}  {row['source']:<7}  {shown or '(empty)'}")
+    # The JSON first: a --json FILE that cannot be written is then the only thing printed.
     _clikit.write_json(
         args.json,
         {
@@ -349,16 +344,26 @@ def _show_config(args: argparse.Namespace) -> int:
             },
         },
     )
+    print(f"config file: {loaded.file or '(none)'}")
+    width = max(len(str(row["key"])) for row in rows)
+    for row in rows:
+        value = row["value"]
+        shown = str(value).lower() if isinstance(value, bool) else str(value)
+        print(f"{row['key']:<{width}}  {row['source']:<7}  {shown or '(empty)'}")
     return 0
 
 
 @_handler
 def _nginx_config(args: argparse.Namespace) -> int:
+    from lfs_server.config import parse_listen
     from lfs_server.nginx import render_nginx_config
     from lfs_server.serve import prepare
     from lfs_server.tokens import proxy_secret
 
     config = _config(args, listen=args.listen)
+    if args.upstream and not args.upstream.startswith("unix:"):
+        # What nginx's `server` takes; anything else fails only when nginx starts.
+        parse_listen(args.upstream, "--upstream (unix:PATH or HOST:PORT)")
     key = prepare(config)
     text = render_nginx_config(config, proxy_secret(key), upstream=args.upstream)
     if args.output:
