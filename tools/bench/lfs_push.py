@@ -13,10 +13,10 @@ both alike:
   caller's `LFS_STORAGE`/`LFS_S3_*`/`LFS_DATABASE_URL` say otherwise), into a new repository
   each round, so every object is uploaded, verified and published; the bench checks that
   every object of the round was stored;
-- **floor**: a trivial WSGI app (below: it answers batch, the upload check, PUT, verify and
-  lock verification with canned JSON and stores nothing) behind the same nginx
-  configuration and the same gunicorn command line as `serve` uses: what the HTTP stack
-  and the client cost without our app.
+- **floor**: a trivial WSGI app (below: it answers batch (naming no verify action, as
+  lfs-server does), the upload check, PUT and lock verification with canned JSON and
+  stores nothing) behind the same nginx configuration and the same gunicorn command line
+  as `serve` uses: what the HTTP stack and the client cost without our app.
 
 Prints objects/s for each (median over the rounds), their ratio (issue 25's goal: local
 >= 0.6x the floor), the CPU per object of each server's process tree (psutil) and of the
@@ -60,7 +60,7 @@ BACKEND_VARS = ("LFS_STORAGE", "LFS_S3_", "LFS_DATABASE_URL", "LFS_SECRET_KEY_FI
 
 
 def floor_app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
-    """Canned answers to batch, upload check, PUT, verify and lock verification."""
+    """Canned answers to batch, upload check, PUT, verify (unused) and lock verification."""
     method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
     body = environ["wsgi.input"].read() if method in ("POST", "PUT") else b""
     status, payload, headers = "404 Not Found", {"message": "not found"}, []
@@ -78,7 +78,7 @@ def floor_app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
                         "header": auth,
                         "expires_in": 3600,
                     },
-                    "verify": {"href": f"{base}/verify", "header": auth, "expires_in": 3600},
+                    # No verify action, as lfs-server whose PUT verifies: the same requests.
                 },
             }
             for o in json.loads(body)["objects"]
