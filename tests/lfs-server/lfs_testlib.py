@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import hashlib
 import socket
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,88 @@ def start_server(*args: Any, **options: Any) -> Server:
     if not options.get("no_nginx"):
         _require(lfs_harness.SERVER_NEEDS)
     return lfs_harness.start_server(*args, **options)
+
+
+class InProcessSession:
+    """The requests calls Api makes, answered by Flask's test client (no sockets): each
+    answer is a real requests.Response, so the same assertions read it."""
+
+    def __init__(self, client: Any, root: str) -> None:
+        self.client = client
+        self.root = root
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        data: bytes | None = None,
+        json: object = None,
+        headers: Mapping[str, str] | None = None,
+        auth: tuple[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> requests.Response:
+        assert url.startswith(self.root + "/"), url
+        sent = dict(headers or {})
+        if auth:
+            sent["Authorization"] = "Basic " + base64.b64encode(":".join(auth).encode()).decode()
+        kw: dict[str, Any] = {"data": data} if json is None else {"json": json}
+        answer = self.client.open(url[len(self.root) :], method=method, headers=sent, **kw)
+        response = requests.Response()
+        response.status_code = answer.status_code
+        response.headers = requests.structures.CaseInsensitiveDict(answer.headers)
+        response._content = answer.get_data()
+        response.encoding = "utf-8"
+        response.url = url
+        return response
+
+    def get(self, url: str, **kw: Any) -> requests.Response:
+        return self.request("GET", url, **kw)
+
+    def post(self, url: str, **kw: Any) -> requests.Response:
+        return self.request("POST", url, **kw)
+
+    def put(self, url: str, **kw: Any) -> requests.Response:
+        return self.request("PUT", url, **kw)
+
+
+@dataclasses.dataclass
+class InProcess:
+    """The app of a data dir in this process (stream mode: Flask reads and sends bodies);
+    what Server offers the API tests (url, data, lfs) plus the session that reaches it."""
+
+    url: str
+    data: Path
+    session: InProcessSession
+
+    def lfs(self, repo: str) -> str:
+        return f"{self.url}/{repo}.git/info/lfs"
+
+
+_USERS_FILE: list[str] = []
+
+
+def in_process(data: Path, extra_env: dict[str, str] | None = None) -> InProcess:
+    """The app on *data* with USERS and *extra_env*'s LFS_* settings, as start_server
+    configures the real server (no login limit: tests share it), but no nginx."""
+    from lfs_server.app import create_app
+    from lfs_server.config import Config
+    from lfs_server.users import load_users
+
+    env = {"LFS_DATA_DIR": str(data), "LFS_LOGIN_FAILURES": "0", **(extra_env or {})}
+    config = Config.from_env(env, body_mode="stream")
+    if _USERS_FILE:  # the same users as the first app: their scrypt hashes are paid once
+        config.users_path.write_text(_USERS_FILE[0])
+    else:
+        users = load_users(config)
+        for name, (password, grants) in USERS.items():
+            users.add(name, password, {k: v for k, _, v in (g.partition("=") for g in grants)})
+        users.save()
+        _USERS_FILE.append(config.users_path.read_text())
+    app = create_app(config)
+    app.config["TESTING"] = True
+    url = "http://localhost"
+    return InProcess(url, data, InProcessSession(app.test_client(), url))
 
 
 def make_git_env(
@@ -88,22 +172,28 @@ def oid_of(data: bytes) -> str:
 class Api:
     """Small client for the LFS HTTP API of one server."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server | InProcess) -> None:
         self.server = server
-        self.session = requests.Session()
+        self.session: requests.Session | InProcessSession = (
+            server.session if isinstance(server, InProcess) else requests.Session()
+        )
 
     def url(self, repo: str, rest: str) -> str:
         return f"{self.server.lfs(repo)}/{rest}"
 
     def batch(
-        self, repo: str, body: object, user: str | None = "alice", **kw: object
+        self,
+        repo: str,
+        body: Any,
+        user: str | None = "alice",
+        headers: dict[str, str] | None = None,
     ) -> requests.Response:
-        headers = {"Accept": LFS_MEDIA, "Content-Type": LFS_MEDIA}
+        sent = {"Accept": LFS_MEDIA, "Content-Type": LFS_MEDIA}
         if user:
-            headers.update(basic(user))
-        headers.update(kw.pop("headers", {}) or {})  # type: ignore[arg-type]
+            sent.update(basic(user))
+        sent.update(headers or {})
         return self.session.post(
-            self.url(repo, "objects/batch"), json=body, headers=headers, timeout=30
+            self.url(repo, "objects/batch"), json=body, headers=sent, timeout=30
         )
 
     def upload(self, repo: str, data: bytes, user: str = "alice") -> dict:

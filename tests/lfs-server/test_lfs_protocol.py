@@ -1,49 +1,71 @@
-"""The Git LFS HTTP API through real nginx + gunicorn: every status code and error body."""
+"""The Git LFS HTTP API: every status code and error body. The app's own answers are
+asked in-process (Flask's test client); what nginx does (body limits, body files,
+X-Accel downloads, its error pages) through real nginx + gunicorn."""
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import requests
 from lfs_testlib import (
     LFS_MEDIA,
     Api,
+    InProcess,
     Server,
     assert_lfs_error,
     basic,
     cli,
+    in_process,
     make_data_dir,
     oid_of,
     start_server,
 )
 
-pytestmark = pytest.mark.nginx
 OID = "a" * 64
+# Auto-creation off, objects up to 1000 bytes, 5-object batches, anonymous read.
+STRICT = {
+    "LFS_AUTO_CREATE": "0",
+    "LFS_MAX_OBJECT_SIZE": "1000",
+    "LFS_MAX_BATCH_OBJECTS": "5",
+    "LFS_ANONYMOUS_READ": "1",
+}
 
 
 @pytest.fixture
-def api(server: Server) -> Api:
+def api(app_server: InProcess) -> Api:
+    return Api(app_server)
+
+
+@pytest.fixture
+def real_api(server: Server) -> Api:
     return Api(server)
 
 
-@pytest.fixture(scope="module")
-def strict() -> Iterator[Server]:
-    """Auto-creation off, objects up to 1000 bytes, 5-object batches, anonymous read."""
+def _strict_data() -> Path:
     data = make_data_dir()
     assert cli("repo", "create", "known.git", data=data).returncode == 0
-    srv = start_server(
-        data,
-        extra_env={
-            "LFS_AUTO_CREATE": "0",
-            "LFS_MAX_OBJECT_SIZE": "1000",
-            "LFS_MAX_BATCH_OBJECTS": "5",
-            "LFS_ANONYMOUS_READ": "1",
-        },
-    )
+    return data
+
+
+@pytest.fixture(scope="module")
+def strict() -> Iterator[InProcess]:
+    """The STRICT settings, in-process."""
+    data = _strict_data()
+    yield in_process(data, STRICT)
+    shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def strict_nginx() -> Iterator[Server]:
+    """The STRICT settings on real nginx + gunicorn."""
+    srv = start_server(_strict_data(), extra_env=STRICT)
     yield srv
     assert srv.stop() == 0
+    shutil.rmtree(srv.data, ignore_errors=True)
 
 
 # --- batch: per-object results ------------------------------------------------------
@@ -154,19 +176,19 @@ def test_batch_whole_request_errors(api: Api, body: object, status: int, fragmen
 
 
 def test_batch_invalid_json_is_400(api: Api) -> None:
-    r = requests.post(
+    r = api.session.post(
         api.url("proto/e", "objects/batch"), data=b"{nope", headers=basic("alice"), timeout=10
     )
     assert_lfs_error(r, 400, "must be JSON")
 
 
-def test_too_many_objects_is_413(strict: Server) -> None:
+def test_too_many_objects_is_413(strict: InProcess) -> None:
     objects = [{"oid": f"{i:064x}", "size": 1} for i in range(6)]
     r = Api(strict).batch("known", {"operation": "download", "objects": objects})
     assert_lfs_error(r, 413, "at most 5 objects")
 
 
-def test_object_over_size_limit_is_per_object_422(strict: Server) -> None:
+def test_object_over_size_limit_is_per_object_422(strict: InProcess) -> None:
     body = {
         "operation": "upload",
         "objects": [{"oid": OID, "size": 1001}, {"oid": "c" * 64, "size": 1000}],
@@ -176,14 +198,15 @@ def test_object_over_size_limit_is_per_object_422(strict: Server) -> None:
     assert "upload" in objs[1]["actions"]
 
 
-def test_nginx_refuses_oversized_body_with_json_413(strict: Server) -> None:
+@pytest.mark.nginx
+def test_nginx_refuses_oversized_body_with_json_413(strict_nginx: Server) -> None:
     # Even a hand-made PUT cannot push more than the limit through nginx.
-    url = f"{strict.lfs('known')}/upload/{OID}/5000"
+    url = f"{strict_nginx.lfs('known')}/upload/{OID}/5000"
     r = requests.put(url, data=b"x" * 5000, headers={"Authorization": "Bearer x"}, timeout=10)
     assert_lfs_error(r, 413)
 
 
-def test_unknown_repo_is_404_when_auto_create_is_off(strict: Server) -> None:
+def test_unknown_repo_is_404_when_auto_create_is_off(strict: InProcess) -> None:
     api = Api(strict)
     assert_lfs_error(
         api.batch("nope/never", {"operation": "upload", "objects": []}), 404, "does not exist"
@@ -192,7 +215,7 @@ def test_unknown_repo_is_404_when_auto_create_is_off(strict: Server) -> None:
     assert api.batch("known", {"operation": "upload", "objects": []}).status_code == 200
 
 
-def test_anonymous_read_but_not_write(strict: Server) -> None:
+def test_anonymous_read_but_not_write(strict: InProcess) -> None:
     api = Api(strict)
     assert (
         api.batch("known", {"operation": "download", "objects": []}, user=None).status_code == 200
@@ -210,7 +233,7 @@ def test_missing_credentials_is_401_with_lfs_authenticate(api: Api) -> None:
 
 
 def test_wrong_password_is_401(api: Api) -> None:
-    r = requests.post(
+    r = api.session.post(
         api.url("proto/a", "objects/batch"),
         json={"operation": "download", "objects": []},
         auth=("alice", "wrong"),
@@ -244,7 +267,9 @@ def test_user_without_access_to_repo_is_403(api: Api) -> None:
 # --- transfers ------------------------------------------------------------------------
 
 
-def test_upload_download_range_verify(api: Api, server: Server) -> None:
+@pytest.mark.nginx
+def test_upload_download_range_verify(real_api: Api, server: Server) -> None:
+    api = real_api
     data = os.urandom(200_000)
     oid = oid_of(data)
     obj = api.upload("proto/data", data)
@@ -270,7 +295,11 @@ def test_upload_download_range_verify(api: Api, server: Server) -> None:
     assert list((server.data / "tmp/body").iterdir()) == []
 
 
-def test_put_with_wrong_hash_or_size_is_400_and_stores_nothing(api: Api, server: Server) -> None:
+@pytest.mark.nginx
+def test_put_with_wrong_hash_or_size_is_400_and_stores_nothing(
+    real_api: Api, server: Server
+) -> None:
+    api = real_api
     data = os.urandom(5000)
     oid = oid_of(data)
     actions, r = api.put_one_bit_off("proto/bad", data, 100)
@@ -299,7 +328,9 @@ def test_put_with_wrong_hash_or_size_is_400_and_stores_nothing(api: Api, server:
     assert r.status_code == 200, r.text
 
 
-def test_empty_object_roundtrip(api: Api) -> None:
+@pytest.mark.nginx
+def test_empty_object_roundtrip(real_api: Api) -> None:
+    api = real_api
     api.upload("proto/empty", b"")
     action = api.download_action("proto/empty", oid_of(b""), 0)
     r = requests.get(action["href"], headers=action["header"], timeout=10)
@@ -320,16 +351,17 @@ def test_empty_object_roundtrip(api: Api) -> None:
         ("GET", "/_lfs_store/proto/x.git/objects/aa/aa/" + OID, 404),
     ],
 )
+@pytest.mark.nginx
 def test_errors_are_lfs_json(server: Server, method: str, path: str, status: int) -> None:
     r = requests.request(method, server.url + path, headers=basic("alice"), timeout=10)
     assert_lfs_error(r, status)
 
 
-def test_healthz_and_metrics(server: Server, api: Api) -> None:
+def test_healthz_and_metrics(app_server: InProcess, api: Api) -> None:
     api.upload("proto/metrics", b"metrics object")
-    r = requests.get(server.url + "/healthz", timeout=10)
+    r = api.session.get(app_server.url + "/healthz", timeout=10)
     assert r.status_code == 200 and r.json()["status"] == "ok"
-    text = requests.get(server.url + "/metrics", timeout=10).text
+    text = api.session.get(app_server.url + "/metrics", timeout=10).text
     assert 'lfs_requests_total{endpoint="batch.batch",method="POST",status="200"}' in text
     assert "lfs_objects_uploaded_total" in text
     stored = [line for line in text.splitlines() if line.startswith("lfs_objects_stored ")]
