@@ -16,32 +16,48 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
 from lfs_server.tokens import TokenSigner
-from lfs_testlib import LFS_MEDIA, Api, Server, assert_lfs_error, basic, oid_of
+from lfs_testlib import LFS_MEDIA, Api, InProcess, Server, assert_lfs_error, basic, oid_of
 
-pytestmark = pytest.mark.nginx
 HOUR = 3600
 
 
 @dataclass
 class Target:
-    server: Server
+    server: Server | InProcess
     signer: TokenSigner
     data: bytes
     oid: str
+    http: Any  # what sends the requests: the requests module, or the in-process session
 
 
-@pytest.fixture(scope="module")
-def target(server: Server) -> Target:
+def _target(server: Server | InProcess, http: Any) -> Target:
     data = os.urandom(4000)
     api = Api(server)
     for repo in ("atk/one", "atk/two"):
         api.upload(repo, data)
     signer = TokenSigner((server.data / "secret.key").read_bytes())
-    return Target(server, signer, data, oid_of(data))
+    return Target(server, signer, data, oid_of(data), http)
+
+
+@pytest.fixture(scope="module")
+def target(server: Server) -> Target:
+    """Through real nginx + gunicorn."""
+    return _target(server, requests)
+
+
+@pytest.fixture(scope="module")
+def app_target(app_server: InProcess) -> Target:
+    """In-process: for what only the app's logic answers (no upload-check, no X-Accel)."""
+    return _target(app_server, app_server.session)
+
+
+def _on(kind: str, request: pytest.FixtureRequest) -> Target:
+    return request.getfixturevalue("app_target" if kind == "app" else "target")
 
 
 def later() -> int:
@@ -69,11 +85,15 @@ TOKEN_CASES = [
 
 @pytest.mark.parametrize(
     ("request_kind", "token_repo", "token_op", "size_delta", "other_key", "expired"),
-    [case[1:] for case in TOKEN_CASES],
+    # A verify is the app's alone; uploads pass nginx's upload-check, downloads X-Accel.
+    [
+        pytest.param(*case[1:], marks=() if case[1] == "verify" else pytest.mark.nginx)
+        for case in TOKEN_CASES
+    ],
     ids=[case[0] for case in TOKEN_CASES],
 )
 def test_token_is_refused_outside_its_scope(
-    target: Target,
+    request: pytest.FixtureRequest,
     request_kind: str,
     token_repo: str,
     token_op: str,
@@ -82,7 +102,8 @@ def test_token_is_refused_outside_its_scope(
     expired: bool,
 ) -> None:
     """Every request goes to repo atk/two for the stored object; only the token varies."""
-    srv, data, oid = target.server, target.data, target.oid
+    target = _on("app" if request_kind == "verify" else "nginx", request)
+    srv, data, oid, http = target.server, target.data, target.oid, target.http
     signer = TokenSigner(secrets.token_bytes(32)) if other_key else target.signer
     expiry = int(time.time()) - 1 if expired else later()
     token = signer.issue(token_repo, token_op, oid, len(data) + size_delta, "alice", expiry)
@@ -90,23 +111,22 @@ def test_token_is_refused_outside_its_scope(
     base = srv.lfs("atk/two")
     if request_kind == "upload":
         evil = b"\0" * len(data)  # would be refused anyway: the point is the 403 first
-        r = requests.put(f"{base}/upload/{oid}/{len(data)}", data=evil, headers=headers, timeout=10)
+        r = http.put(f"{base}/upload/{oid}/{len(data)}", data=evil, headers=headers, timeout=10)
     elif request_kind == "verify":
-        r = requests.post(
+        r = http.post(
             f"{base}/verify", json={"oid": oid, "size": len(data)}, headers=headers, timeout=10
         )
     else:
-        r = requests.get(f"{base}/objects/{oid}", headers=headers, timeout=10)
+        r = http.get(f"{base}/objects/{oid}", headers=headers, timeout=10)
     assert_lfs_error(r, 403, "expired" if expired else "does not grant")
     assert data not in r.content
     # The stored object is untouched.
     good = target.signer.issue("atk/two", "download", oid, len(data), "alice", later())
-    got = requests.get(
-        f"{base}/objects/{oid}", headers={"Authorization": f"Bearer {good}"}, timeout=10
-    )
+    got = http.get(f"{base}/objects/{oid}", headers={"Authorization": f"Bearer {good}"}, timeout=10)
     assert got.content == data
 
 
+@pytest.mark.nginx
 def test_forwarded_headers_from_clients_do_not_steer_action_links(target: Target) -> None:
     """nginx sets X-Forwarded-Proto itself; a client's value never reaches the hrefs."""
     srv = target.server
@@ -184,6 +204,7 @@ PLANTS: dict[str, Callable[[Server, Path, str, bytes], Path]] = {
 }
 
 
+@pytest.mark.nginx
 @pytest.mark.parametrize("plant", list(PLANTS), ids=list(PLANTS))
 def test_links_planted_in_the_store_are_never_followed(
     server: Server, outside: Path, plant: str
@@ -300,10 +321,12 @@ MALFORMED: dict[str, tuple[Callable[[], tuple[bytes, bytes]], int, str]] = {
 }
 
 
+@pytest.mark.nginx
 @pytest.mark.parametrize("case", list(MALFORMED), ids=list(MALFORMED))
 def test_malformed_and_oversize_requests_get_json_4xx(target: Target, case: str) -> None:
     build, status, fragment = MALFORMED[case]
     srv = target.server
+    assert isinstance(srv, Server)  # raw requests to nginx's port
     if case == "Range past the end":
         token = target.signer.issue(
             "atk/two", "download", target.oid, len(target.data), "alice", later()
@@ -325,20 +348,38 @@ def test_malformed_and_oversize_requests_get_json_4xx(target: Target, case: str)
     assert requests.get(srv.url + "/healthz", timeout=10).status_code == 200
 
 
-# Found by the long fuzz run (LFS_FUZZ_EXAMPLES=1500): each was a 500 or a 308.
+# Found by the long fuzz run (LFS_FUZZ_EXAMPLES=1500): each was a 500 or a 308. The
+# app's own answers in-process; the upload URL (nginx's upload location) on nginx.
 FUZZ_FINDINGS = [
-    ("POST", "/atk/two.git/info/lfs/locks/9223372036854775808/unlock", b"{}", 404, "no lock"),
-    ("GET", "/atk/two.git/info/lfs/locks?id=99999999999999999999", b"", 200, ""),
-    ("PUT", "/atk/two.git/info/lfs/upload/0//0", b"", 404, "no such endpoint"),
-    ("POST", "/atk/two.git/info/lfs/verify", b"[" * 50000, 400, "nested too deeply"),
+    (
+        "app",
+        "POST",
+        "/atk/two.git/info/lfs/locks/9223372036854775808/unlock",
+        b"{}",
+        404,
+        "no lock",
+    ),
+    ("app", "GET", "/atk/two.git/info/lfs/locks?id=99999999999999999999", b"", 200, ""),
+    ("nginx", "PUT", "/atk/two.git/info/lfs/upload/0//0", b"", 404, "no such endpoint"),
+    ("app", "POST", "/atk/two.git/info/lfs/verify", b"[" * 50000, 400, "nested too deeply"),
 ]
 
 
-@pytest.mark.parametrize(("method", "path", "body", "status", "fragment"), FUZZ_FINDINGS)
+@pytest.mark.parametrize(
+    ("where", "method", "path", "body", "status", "fragment"),
+    [pytest.param(*f, marks=() if f[0] == "app" else pytest.mark.nginx) for f in FUZZ_FINDINGS],
+)
 def test_fuzz_findings_stay_fixed(
-    target: Target, method: str, path: str, body: bytes, status: int, fragment: str
+    request: pytest.FixtureRequest,
+    where: str,
+    method: str,
+    path: str,
+    body: bytes,
+    status: int,
+    fragment: str,
 ) -> None:
-    r = requests.request(
+    target = _on(where, request)
+    r = target.http.request(
         method, target.server.url + path, data=body, headers=basic("alice"), timeout=10
     )
     if status == 200:
