@@ -357,11 +357,11 @@ def test_errors_are_lfs_json(server: Server, method: str, path: str, status: int
     assert_lfs_error(r, status)
 
 
-def test_healthz_and_metrics(app_server: InProcess, api: Api) -> None:
+def test_healthz_and_metrics(api: Api) -> None:
     api.upload("proto/metrics", b"metrics object")
-    r = api.session.get(app_server.url + "/healthz", timeout=10)
+    r = api.session.get(api.server.url + "/healthz", timeout=10)
     assert r.status_code == 200 and r.json()["status"] == "ok"
-    text = api.session.get(app_server.url + "/metrics", timeout=10).text
+    text = api.session.get(api.server.url + "/metrics", timeout=10).text
     assert 'lfs_requests_total{endpoint="batch.batch",method="POST",status="200"}' in text
     assert "lfs_objects_uploaded_total" in text
     stored = [line for line in text.splitlines() if line.startswith("lfs_objects_stored ")]

@@ -29,7 +29,6 @@ from test_lfs_git_locks import (  # noqa: F401 (collected here against s3 + post
     test_pre_receive_hook_refuses_pushes_touching_others_locks,
 )
 from test_lfs_protocol import (  # noqa: F401 (collected here against s3 + postgresql)
-    api,
     test_batch_bad_object_is_per_object_422,
     test_batch_download_missing_is_404_and_upload_gets_actions,
     test_batch_whole_request_errors,
@@ -53,6 +52,17 @@ def server(ceph: Ceph, postgres: Postgres) -> Iterator[Server]:
     node = cluster.start_node()
     yield node
     cluster.stop()
+
+
+@pytest.fixture
+def api(server: Server) -> Api:
+    """The protocol tests' clients, here against the S3 + PostgreSQL node, not in-process."""
+    return Api(server)
+
+
+@pytest.fixture
+def real_api(server: Server) -> Api:
+    return Api(server)
 
 
 @pytest.fixture(params=["local", "s3"])
