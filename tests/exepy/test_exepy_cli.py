@@ -82,6 +82,81 @@ def test_build_then_extract(project: Path, capsys: pytest.CaptureFixture[str]) -
     assert code == 2 and "already exists" in err
 
 
+def test_main_in_a_plain_folder_imports_its_siblings(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python src/main.py` imports src/helper.py as `helper`: so does the exe. The stored
+    names are relative to src (no __init__.py), run here by embeddedimport, the exe's own
+    runtime code, on this Python."""
+    src = project / "src"
+    (src / "data").mkdir(parents=True)
+    (src / "main.py").write_text(
+        "import os, helper\n"
+        "data = __loader__.get_data(os.path.join(os.path.dirname(__file__), 'data', 'x.txt'))\n"
+        "print(helper.NAME, data.decode())\n"
+    )
+    (src / "helper.py").write_text("NAME = 'sibling'\n")
+    (src / "data" / "x.txt").write_text("x")
+    reference = subprocess.run(
+        [sys.executable, "src/main.py"], capture_output=True, text=True, check=True
+    )
+    assert reference.stdout == "sibling x\n"
+    args = ["build", "app.exe", "src/main.py", "src/helper.py", "src/data", "--base", "base.exe"]
+    code, out, err = run_cli(args, capsys)
+    assert (code, err) == (0, ""), err
+    assert out == "wrote app.exe: 3 files, command line: -m main\n"
+    files, command = bundled(project / "app.exe")
+    assert sorted(files) == ["data/x.txt", "helper.py", "main.py"]
+    assert command == ["-m", "main"]
+    ran = subprocess.run(
+        [sys.executable, "-m", "embeddedimport", "app.exe"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (ran.returncode, ran.stdout) == (0, reference.stdout), ran.stderr
+
+
+def test_main_in_a_package_runs_as_its_module(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A MAIN whose folder is a package runs as `python -m pkg.main`: names stay relative to
+    the current directory, so the package's relative imports work."""
+    (project / "pkg" / "main.py").write_text("from . import util\nprint(util.greet())\n")
+    code, _, err = run_cli(["build", "app.exe", "pkg/main.py", "pkg", "--base", "base.exe"], capsys)
+    assert (code, err) == (0, "")
+    files, command = bundled(project / "app.exe")
+    assert "pkg/util.py" in files and "pkg/main.py" in files
+    assert command == ["-m", "pkg.main"]
+    ran = subprocess.run(
+        [sys.executable, "-m", "embeddedimport", "app.exe"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (ran.returncode, ran.stdout) == (0, "hello\n"), ran.stderr
+
+
+def test_file_outside_the_main_scripts_plain_folder_is_refused(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "src").mkdir()
+    (project / "src" / "main.py").write_text("print(1)\n")
+    code, out, err = run_cli(
+        ["build", "app.exe", "src/main.py", "app.py", "--base", "base.exe"], capsys
+    )
+    assert (code, out) == (2, "")
+    assert err == (
+        "exepy: error: 'app.py' is outside src/, the folder of the main script 'src/main.py': "
+        "the exe imports from that folder, as 'python src/main.py' does; put it under src/, or "
+        "add src/__init__.py to store names relative to the current directory and run "
+        "'python -m src.main'\n"
+    )
+    assert not (project / "app.exe").exists()
+
+
 def test_list_shows_the_tree(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(["build", "app.exe", "app.py", "--base", "base.exe"], capsys)[0] == 0
     code, out, _ = run_cli(["list", "app.exe"], capsys)

@@ -944,6 +944,24 @@ def test_create_app_exe_writes_that_exe(
     assert not (project / "x.exe").exists()
 
 
+def test_main_in_a_plain_folder_imports_its_siblings(
+    project: Path, capsys: pytest.CaptureFixture[str], runner: Runner
+) -> None:
+    """`exepy build app.exe src/main.py src/helper.py` runs like `python src/main.py`: src
+    (no __init__.py) is the import root, so `import helper` works in the exe."""
+    found = _runtime("3.13")
+    (project / "src").mkdir()
+    (project / "src" / "main.py").write_text("import helper\nprint(helper.NAME, __name__)\n")
+    (project / "src" / "helper.py").write_text("NAME = 'sibling'\n")
+    args = ["build", "app.exe", "src/main.py", "src/helper.py", "--runtime", found.version]
+    code, out, err = run_cli(args, capsys)
+    assert (code, err) == (0, ""), err
+    assert out.startswith("wrote app.exe (onefile") and out.endswith(": 2 files\n")
+    ran = runner.run([str(project / "app.exe")])
+    assert ran.returncode == 0, ran.stderr.decode(errors="replace")[-2000:]
+    assert ran.stdout.decode().split() == ["sibling", "__main__"]
+
+
 def test_runtime_fetch_checks_python_exe_and_dll(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -61,18 +61,39 @@ def _relative(path: Path, cwd: Path, what: str) -> str:
     return name
 
 
+def import_root(main: Path, cwd: Path) -> Path:
+    """The folder bundle names are relative to: MAIN's own folder when it is not a package
+    (no ``__init__.py``), as ``python src/main.py`` imports MAIN's siblings from there;
+    else *cwd*, so that MAIN runs as ``python -m pkg.main`` with its package around it."""
+    cwd = _absolute(cwd)
+    folder = _absolute(cwd / main).parent
+    if not folder.is_relative_to(cwd) or (folder / "__init__.py").is_file():
+        return cwd
+    return folder
+
+
 def collect_files(main: Path | None, inputs: Sequence[Path], cwd: Path) -> list[tuple[str, Path]]:
     """``(bundle name, path)`` for MAIN (if any: an interpreter has none) then each file or
     folder (recursively, sorted).
 
+    Names are relative to :func:`import_root`: ``src/main.py src/helper.py`` are stored
+    as ``main.py`` and ``helper.py`` when ``src`` has no ``__init__.py``; a file outside
+    that folder is refused, since ``python src/main.py`` could not import it either.
     ``__pycache__`` folders are skipped: their bytecode belongs to the building Python.
     """
     cwd = _absolute(cwd)
+    root = cwd if main is None else import_root(main, cwd)
     collected: dict[str, Path] = {}
 
     def add(path: Path, what: str) -> None:
         name = _relative(path, cwd, what)
-        collected.setdefault(name, cwd / name)
+        if root != cwd:
+            full = cwd / name
+            if not full.is_relative_to(root):
+                assert main is not None  # a root other than cwd comes from MAIN
+                raise BuildError(_outside_root(path, main, root, cwd))
+            name = full.relative_to(root).as_posix()
+        collected.setdefault(name, root / name)
 
     if main is not None:
         if not (cwd / main).is_file():
@@ -90,6 +111,17 @@ def collect_files(main: Path | None, inputs: Sequence[Path], cwd: Path) -> list[
         else:
             raise BuildError(f"{os.fspath(item)!r} is neither a file nor a folder")
     return [(name, path) for name, path in collected.items()]
+
+
+def _outside_root(path: Path, main: Path, root: Path, cwd: Path) -> str:
+    folder = root.relative_to(cwd).as_posix()
+    module = ".".join(_absolute(cwd / main).relative_to(cwd).with_suffix("").parts)
+    return (
+        f"{os.fspath(path)!r} is outside {folder}/, the folder of the main script "
+        f"{os.fspath(main)!r}: the exe imports from that folder, as 'python "
+        f"{main.as_posix()}' does; put it under {folder}/, or add {folder}/__init__.py to "
+        f"store names relative to the current directory and run 'python -m {module}'"
+    )
 
 
 def main_module(name: str) -> str:
