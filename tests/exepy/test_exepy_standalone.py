@@ -31,6 +31,7 @@ from components import missing, require_command
 from exepy import build, image, runtime, standalone
 from exepy.cli import main
 from exepy.editor import ResourceEditor
+from exepy_support import fresh_windows
 from support import read_only_mount
 
 NATIVE = sys.platform == "win32"
@@ -175,36 +176,9 @@ def windows_path(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
-    if NATIVE:
-        # The apps' own %LOCALAPPDATA%: the tests empty the runtime cache, not the user's.
-        local = tmp_path_factory.mktemp("localappdata")
-        env = {**os.environ, "LOCALAPPDATA": str(local)}
-        env.pop("PYTHONPATH", None)
-        yield Runner([], env, local)
-        return
-    wine = require_command("wine", "wine")
-    server = require_command("wineserver", "wine")
-    prefix = tmp_path_factory.mktemp("fresh-prefix")
-    env = {
-        **os.environ,
-        "WINEPREFIX": str(prefix),
-        "WINEDEBUG": "-all",
-        "WINEDLLOVERRIDES": "mscoree,mshtml=",
-        "DISPLAY": "",
-    }
-    env.pop("PYTHONPATH", None)
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    subprocess.run([server, "-p"], env=env, check=True, timeout=60, **quiet)  # type: ignore[arg-type]
-    try:
-        # Create the prefix with no pipes open: the services it starts keep their stdio.
-        subprocess.run([wine, "cmd", "/c", "exit"], env=env, timeout=180, check=False, **quiet)  # type: ignore[arg-type]
-        assert not list((prefix / "drive_c").rglob("python*.exe")), "the prefix has a Python"
-        users = prefix / "drive_c" / "users"
-        found = [p for p in users.glob("*/AppData/Local") if p.parent.parent.name != "Public"]
-        assert found, f"no user profile in {users}"
-        yield Runner([wine], env, found[0])
-    finally:
-        subprocess.run([server, "-k"], env=env, check=False, timeout=60)
+    """A fresh prefix with no Python installed (exepy_support.fresh_windows)."""
+    with fresh_windows(tmp_path_factory) as (launcher, env, local_app_data):
+        yield Runner(launcher, env, local_app_data)
 
 
 def _runtime(version: str) -> runtime.Runtime:
