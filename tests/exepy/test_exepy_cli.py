@@ -77,9 +77,47 @@ def test_build_then_extract(project: Path, capsys: pytest.CaptureFixture[str]) -
     assert 'command line: "-m" "app"' in out
     for name, content in files.items():
         assert (project / "out" / name).read_bytes() == content
-    # Extracting again refuses to overwrite.
+    # Extracting again refuses to write into the folder it filled.
     code, _, err = run_cli(["extract", "app.exe", "-o", "out"], capsys)
-    assert code == 2 and "already exists" in err
+    assert code == 2 and "the folder out already exists and is not empty" in err
+
+
+def test_extract_never_merges_into_a_folder_without_force(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The folder rule: the default is a new folder named after the exe (it was '.'); an
+    existing folder with anything in it is written into only with -f, which replaces the
+    bundled names and keeps the rest; an empty one is fine."""
+    assert run_cli(["build", "app.exe", "app.py", "pkg", "--base", "base.exe"], capsys)[0] == 0
+    before = sorted(p.relative_to(project) for p in project.rglob("*"))
+    code, out, err = run_cli(["extract", "app.exe"], capsys)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[0] == "wrote 4 files under app_extracted"
+    assert (project / "app_extracted" / "app.py").read_bytes() == (project / "app.py").read_bytes()
+    assert (
+        sorted(p.relative_to(project) for p in project.rglob("*") if "app_extracted" not in p.parts)
+        == before
+    )
+
+    (project / "mine").mkdir()
+    (project / "mine" / "app.py").write_text("my own\n")
+    (project / "mine" / "notes.txt").write_text("keep\n")
+    files = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
+    for args, shown in ((["-o", "mine"], "mine"), (["-o", "."], "."), ([], "app_extracted")):
+        code, out, err = run_cli(["extract", "app.exe", *args], capsys)
+        assert (code, out) == (2, "")
+        assert err.startswith(f"exepy: error: the folder {shown} already exists and is not")
+        assert err.count("\n") == 1 and "pass --force to write into it" in err
+    assert {p: p.read_bytes() for p in project.rglob("*") if p.is_file()} == files
+
+    code, _, err = run_cli(["extract", "app.exe", "-o", "mine", "-f"], capsys)
+    assert (code, err) == (0, "")
+    assert (project / "mine" / "app.py").read_bytes() == (project / "app.py").read_bytes()
+    assert (project / "mine" / "notes.txt").read_text() == "keep\n"
+
+    (project / "empty").mkdir()
+    assert run_cli(["extract", "app.exe", "-o", "empty"], capsys)[0] == 0
+    assert (project / "empty" / "pkg" / "util.py").is_file()
 
 
 def test_main_in_a_plain_folder_imports_its_siblings(
@@ -376,7 +414,7 @@ def test_extract_into_a_file_is_refused(project: Path, capsys: pytest.CaptureFix
     # a bundled folder whose name is taken by a file: refused before anything is written
     (project / "out").mkdir()
     (project / "out" / "pkg").write_text("a file")
-    code, out, err = run_cli(["extract", "app.exe", "-o", "out"], capsys)
+    code, out, err = run_cli(["extract", "app.exe", "-o", "out", "--force"], capsys)
     assert code == 2
     assert f"{os.sep}{Path('out', 'pkg')} is a file, not a folder" in err
     assert sorted(p.name for p in (project / "out").iterdir()) == ["pkg"]

@@ -306,13 +306,29 @@ def read_bundle(exe: Path) -> Extracted:
     return Extracted(files, command)
 
 
+def default_extract_folder(exe: Path) -> Path:
+    """Where ``exepy extract EXE`` writes without ``-o``: ``APP_extracted`` for ``APP.exe``,
+    in the working folder (a new folder, never the working folder itself)."""
+    return Path(f"{Path(exe).stem}_extracted")
+
+
 def extract(exe: Path, directory: Path, *, force: bool = False) -> Extracted:
-    """Write the bundled files of *exe* under *directory*; refuse to overwrite unless *force*."""
+    """Write the bundled files of *exe* under *directory* (created if missing).
+
+    The repository's folder rule: an existing folder that holds anything is written into
+    only with *force*, which replaces bundled names found there and keeps other files.
+    """
     root = _absolute(directory)
     if root.exists() and not root.is_dir():
         raise BuildError(
             f"-o must be a folder, but {os.fspath(directory)} is a file; "
             "give a folder (it is created if missing)"
+        )
+    if not force and root.is_dir() and any(root.iterdir()):
+        raise BuildError(
+            f"the folder {os.fspath(directory)} already exists and is not empty; give a new "
+            "or empty folder with -o DIR, or pass --force to write into it (bundled names "
+            "there are replaced, other files kept)"
         )
     found = read_bundle(exe)
     targets = []
@@ -325,8 +341,6 @@ def extract(exe: Path, directory: Path, *, force: bool = False) -> Extracted:
                 raise BuildError(f"cannot write {name}: {root / folder} is a file, not a folder")
         if target.is_dir():
             raise BuildError(f"cannot write {name}: {target} is a folder")
-        if target.exists() and not force:
-            raise BuildError(f"{target} already exists; pass --force to overwrite")
         targets.append((target, content))
     for target, content in targets:
         target.parent.mkdir(parents=True, exist_ok=True)

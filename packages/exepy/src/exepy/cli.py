@@ -222,14 +222,22 @@ def build_parser() -> argparse.ArgumentParser:
         aliases=["e"],
         help="write the bundled files of an exe and print its stored command line",
         description="Write the files bundled in EXE (resource RT_RCDATA 200) under DIR, "
-        "folders included, and print the stored command line (201). An existing file is "
-        "kept unless --force; other files in DIR are left alone.",
+        "folders included, and print the stored command line (201). DIR (default: "
+        "APP_extracted for APP.exe) is created; an existing folder that is not empty is "
+        "written into only with --force, which replaces the bundled names there and keeps "
+        "other files.",
     )
     extract.add_argument("exe", metavar="EXE", type=Path, help="an exe built by exepy")
     extract.add_argument(
-        "-o", "--output", metavar="DIR", type=Path, default=Path(), help="where to write (.)"
+        "-o",
+        "--output",
+        metavar="DIR",
+        type=Path,
+        help="a new or empty folder (default: APP_extracted for APP.exe)",
     )
-    extract.add_argument("-f", "--force", action="store_true", help="overwrite existing files")
+    extract.add_argument(
+        "-f", "--force", action="store_true", help="write into a folder that is not empty"
+    )
     _clikit.add_json_option(extract, "the files and the command line")
     extract.set_defaults(func=_extract)
 
@@ -520,7 +528,9 @@ def _list(args: argparse.Namespace) -> None:
 def _extract(args: argparse.Namespace) -> None:
     from exepy import build
 
-    found = build.extract(args.exe, args.output, force=args.force)
+    folder = args.output if args.output is not None else build.default_extract_folder(args.exe)
+    found = build.extract(args.exe, folder, force=args.force)
+    print(f"wrote {len(found.files)} files under {os.fspath(folder)}")
     for name, content in found.files:
         print(f"{name} ({len(content)} bytes)")
     if found.command is None:
@@ -530,6 +540,7 @@ def _extract(args: argparse.Namespace) -> None:
     _clikit.write_json(
         args.json,
         {
+            "output": str(folder),
             "files": [{"name": name, "size": len(content)} for name, content in found.files],
             "command": found.command,
         },
