@@ -108,7 +108,7 @@ def test_file_then_env_then_flags(tmp_path: Path) -> None:
         ("listen = 8080\n", 'listen must be a string, e.g. listen = "127.0.0.1:8080", got 8080'),
         ("data_dir = 1979-05-27\n", "data_dir must be a string (a path)"),
         ("workers = [1]\n", "got [1] (an array)"),
-        ('log_format = "xml"\n', "LFS_LOG_FORMAT must be 'text' or 'json', got 'xml'"),
+        ('log_format = "xml"\n', "bad.toml: log_format must be 'text' or 'json', got 'xml'"),
         ("workers = \n", "is not valid TOML"),
         (b"workers = '\xff'\n", "cannot read config file"),
     ],

@@ -98,7 +98,7 @@ def test_key_file_created_once_with_private_mode(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"LFS_WORKERS": "0"}, "workers must be at least 1"),
+        ({"LFS_WORKERS": "0"}, "LFS_WORKERS must be 1 to 64"),
         ({"LFS_AUTO_CREATE": "maybe"}, "LFS_AUTO_CREATE must be one of"),
         ({"LFS_BODY_MODE": "fast"}, "LFS_BODY_MODE must be 'nginx' or 'stream'"),
         ({"LFS_LISTEN": "8080"}, "HOST:PORT"),

@@ -4,6 +4,7 @@ LFS_LOG_FORMAT)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import logging
@@ -37,14 +38,40 @@ def check_access_log(target: str | Path) -> None:
 
 
 class _ReopeningHandler(logging.handlers.WatchedFileHandler):
-    """WatchedFileHandler whose (re)opening of the file reports a failure like any other
-    logging error (on stderr) instead of raising into the request, which would be a 500."""
+    """WatchedFileHandler that never raises into the request (that would be a 500) and,
+    when the file cannot be written (its folder removed, the disk full), says so in one
+    line on stderr, once until it can be written again, instead of a traceback a request."""
+
+    _failed = False  # this emit failed
+    _reported = False  # the failure is reported and not over yet
 
     def emit(self, record: logging.LogRecord) -> None:
+        self._failed = False
         try:
             super().emit(record)  # (re)opening the file is outside the base class's try
         except OSError:
             self.handleError(record)
+        if not self._failed:
+            self._reported = False  # writing again: a later failure is news
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        """Drop the line and the file (a full disk keeps its bytes buffered, and they would
+        be retried under later lines); the next line reopens it. Report the first failure."""
+        self._failed = True
+        stream, self.stream = self.stream, None
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+        if self._reported:
+            return
+        self._reported = True
+        exc = sys.exc_info()[1]
+        reason = (exc.strerror if isinstance(exc, OSError) else None) or exc
+        sys.stderr.write(
+            f"lfs-server: cannot write the access log {self.baseFilename}: {reason}; requests"
+            " are still answered, their log lines lost until it can be written again\n"
+        )
+        sys.stderr.flush()
 
 
 class AccessLog:

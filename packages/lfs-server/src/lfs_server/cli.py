@@ -28,15 +28,15 @@ T = TypeVar("T")
 
 
 def _add_data(parser: argparse.ArgumentParser) -> None:
+    # Strings, not Paths: Path("") is ".", and load_config refuses an empty one and
+    # expands a `~` the shell left (`--data=~/lfs`).
     parser.add_argument(
         "--data",
-        type=Path,
         metavar="DIR",
         help="data directory (env LFS_DATA_DIR; default ./lfs-data)",
     )
     parser.add_argument(
         "--config",
-        type=Path,
         metavar="FILE",
         help=f"TOML config file (env {CONFIG_FILE_ENV}); variables and flags win over it",
     )

@@ -110,12 +110,29 @@ BY_KEY = {setting.key: setting for setting in SETTINGS}
 CONFIG_FILE_ENV = "LFS_CONFIG_FILE"
 
 MAX_TOKEN_TTL = 7 * 24 * 3600
+# gunicorn worker processes, 4 threads each: 64 answer 256 requests at once on one node,
+# beyond what one node's disk or one PostgreSQL (100 connections by default, one a
+# thread) serves well. A fixed bound, not the CPU count: the same config file must be
+# valid on every machine, and a container's CPU quota is not what os.cpu_count() says.
+MAX_WORKERS = 64
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
 class ConfigError(ValueError):
     """A setting has a value the server cannot use; the message names it."""
+
+    def __init__(self, message: str, *, key: str = "", problem: str = "") -> None:
+        super().__init__(message)
+        # The setting at fault and what is wrong with it, so that `load_config` can name
+        # where the value came from (file and key, variable or flag) in place of its variable.
+        self.key = key
+        self.problem = problem
+
+
+def _bad(key: str, problem: str) -> ConfigError:
+    """The error for setting *key*, named by its variable until `load_config` knows more."""
+    return ConfigError(f"{BY_KEY[key].env} {problem}", key=key, problem=problem)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,57 +169,74 @@ class Config:
 
     def __post_init__(self) -> None:
         if self.storage not in ("local", "s3"):
-            raise ConfigError(f"LFS_STORAGE must be 'local' or 's3', got {self.storage!r}")
+            raise _bad("storage", f"must be 'local' or 's3', got {self.storage!r}")
         if self.storage == "s3" and not self.s3_bucket:
-            raise ConfigError("LFS_STORAGE=s3 needs LFS_S3_BUCKET (the bucket objects go to)")
-        if self.s3_transfer not in ("proxy", "direct"):
-            raise ConfigError(
-                f"LFS_S3_TRANSFER must be 'proxy' or 'direct', got {self.s3_transfer!r}"
+            raise _bad(
+                "storage",
+                "is 's3', which needs s3_bucket (LFS_S3_BUCKET): the bucket objects go to",
             )
+        if self.s3_transfer not in ("proxy", "direct"):
+            raise _bad("s3_transfer", f"must be 'proxy' or 'direct', got {self.s3_transfer!r}")
         if self.s3_endpoint:
             scheme, sep, rest = self.s3_endpoint.partition("://")
             netloc = rest.split("/", 1)[0]
             host_port = netloc if ":" in netloc.rsplit("]", 1)[-1] else f"{netloc}:80"
             if scheme not in ("http", "https") or not sep or "@" in netloc:
                 # Masked: a USER:PASSWORD@ here would otherwise end up in a log.
-                raise ConfigError(
-                    "LFS_S3_ENDPOINT must be an http:// or https:// URL without USER:PASSWORD@,"
-                    f" got {mask_secret(self.s3_endpoint)!r}"
+                raise _bad(
+                    "s3_endpoint",
+                    "must be an http:// or https:// URL without USER:PASSWORD@,"
+                    f" got {mask_secret(self.s3_endpoint)!r}",
                 )
-            parse_listen(host_port, "LFS_S3_ENDPOINT")  # nginx's config names this host
+            try:
+                parse_listen(host_port)  # nginx's config names this host
+            except ConfigError as exc:
+                raise _bad("s3_endpoint", exc.problem) from None
             if any(c.isspace() or c in ";{}$\"'\\" for c in rest):
-                raise ConfigError(
-                    f"LFS_S3_ENDPOINT holds a character a URL cannot (space, ';', '{{', '}}',"
-                    f" '$', quotes), got {self.s3_endpoint!r}"
+                raise _bad(
+                    "s3_endpoint",
+                    "holds a character a URL cannot (space, ';', '{', '}', '$', quotes),"
+                    f" got {self.s3_endpoint!r}",
                 )
         if self.database_url and not self.database_url.startswith(("postgresql://", "postgres://")):
             # Never echo the URL: it may carry a password.
-            raise ConfigError(
-                "LFS_DATABASE_URL must be a postgresql://USER:PASSWORD@HOST:PORT/DB URL"
-                " (or empty for SQLite)"
+            raise _bad(
+                "database_url",
+                "must be a postgresql://USER:PASSWORD@HOST:PORT/DB URL (or empty for SQLite)",
             )
         if self.body_mode not in ("nginx", "stream"):
-            raise ConfigError(f"LFS_BODY_MODE must be 'nginx' or 'stream', got {self.body_mode!r}")
-        for name in ("workers", "max_batch_objects", "token_ttl", "db_busy_timeout"):
+            raise _bad("body_mode", f"must be 'nginx' or 'stream', got {self.body_mode!r}")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise _bad(
+                "workers",
+                f"must be 1 to {MAX_WORKERS} (gunicorn processes of 4 threads each; add nodes"
+                f" for more), got {self.workers}",
+            )
+        for name in ("max_batch_objects", "token_ttl", "db_busy_timeout"):
             if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+                raise _bad(name, f"must be at least 1, got {getattr(self, name)}")
         if self.token_ttl > MAX_TOKEN_TTL:
-            raise ConfigError(
-                f"LFS_TOKEN_TTL must be at most {MAX_TOKEN_TTL} (7 days: S3 presigned URLs, which"
-                f" direct mode hands out for that long, cannot last longer), got {self.token_ttl}"
+            raise _bad(
+                "token_ttl",
+                f"must be at most {MAX_TOKEN_TTL} (7 days: S3 presigned URLs, which direct mode"
+                f" hands out for that long, cannot last longer), got {self.token_ttl}",
             )
         if self.login_failures < 0:
-            raise ConfigError(f"LFS_LOGIN_FAILURES must be >= 0, got {self.login_failures}")
+            raise _bad("login_failures", f"must be >= 0, got {self.login_failures}")
         if self.max_object_size < 0:
-            raise ConfigError(f"max_object_size must be >= 0, got {self.max_object_size}")
-        parse_listen(self.listen, "LFS_LISTEN (--listen)")
+            raise _bad("max_object_size", f"must be >= 0, got {self.max_object_size}")
+        try:
+            parse_listen(self.listen)
+        except ConfigError as exc:
+            raise _bad("listen", exc.problem) from None
         if self.log_format not in ("text", "json"):
-            raise ConfigError(f"LFS_LOG_FORMAT must be 'text' or 'json', got {self.log_format!r}")
+            raise _bad("log_format", f"must be 'text' or 'json', got {self.log_format!r}")
         _check_access_log_word(self.access_log)
         if self.access_log.strip() != self.access_log or "\0" in self.access_log:
-            raise ConfigError(
-                "LFS_ACCESS_LOG must be 'off', 'stderr' or a file path (no leading or trailing"
-                f" space), got {self.access_log!r}"
+            raise _bad(
+                "access_log",
+                "must be 'off', 'stderr' or a file path (no leading or trailing space),"
+                f" got {self.access_log!r}",
             )
 
     # Derived paths: everything defaults to a place under data_dir. Those that resolve
@@ -340,9 +374,13 @@ def load_config(
     environ = os.environ if environ is None else environ
     values: dict[str, object] = {}
     sources = {setting.key: "default" for setting in SETTINGS}
-    path = Path(config_file) if config_file else None
-    if path is None and environ.get(CONFIG_FILE_ENV):
-        path = Path(environ[CONFIG_FILE_ENV])
+    path: Path | None = None
+    if config_file is not None:
+        if not str(config_file):  # (a Path is never empty: Path("") is ".")
+            raise ConfigError("--config is empty; name a TOML file, or leave it out")
+        path = Path(_expand_user(str(config_file), "--config"))
+    elif environ.get(CONFIG_FILE_ENV):
+        path = Path(_expand_user(environ[CONFIG_FILE_ENV], CONFIG_FILE_ENV))
     if path is not None:
         for key, value in read_config_file(path).items():
             values[key] = value
@@ -350,19 +388,55 @@ def load_config(
     for setting in SETTINGS:
         raw = environ.get(setting.env)
         if raw is not None:
-            values[setting.key] = _convert(setting.env, raw, setting.kind)
+            values[setting.key] = _convert(setting, raw, setting.env)
             sources[setting.key] = "env"
     for key, value in flags.items():
         if value is not None:
             if key not in BY_KEY:
                 raise TypeError(f"no setting {key!r}")
+            if BY_KEY[key].kind in ("path", "log") and isinstance(value, (str, Path)):
+                value = _convert(BY_KEY[key], str(value), _flag(BY_KEY[key]))
             values[key] = value
             sources[key] = "flag"
     try:
         config = Config(**values)  # type: ignore[arg-type]
     except TypeError as exc:
         raise ConfigError(str(exc)) from None
+    except ConfigError as exc:
+        # Name the value's origin: the file and key or the flag the user wrote, not a
+        # variable they never set.
+        source = sources.get(exc.key)
+        if source == "file" and path is not None:
+            raise _relabel(exc, f"{path}: {exc.key}") from None
+        if source == "flag":
+            raise _relabel(exc, _flag(BY_KEY[exc.key])) from None
+        raise
     return Loaded(config, sources, path.resolve() if path else None)
+
+
+def _flag(setting: Setting) -> str:
+    """The option that sets *setting* (for messages about a value given that way)."""
+    return setting.flag or "--" + setting.key.replace("_", "-")
+
+
+def _relabel(exc: ConfigError, label: str) -> ConfigError:
+    """*exc* naming *label* as where its setting's value came from."""
+    return ConfigError(f"{label} {exc.problem}", key=exc.key, problem=exc.problem)
+
+
+def _expand_user(raw: str, label: str) -> str:
+    """*raw* with a leading `~` or `~user` made that home folder, as a shell would; one
+    naming no home is an error, not a folder called `~user` in the current one."""
+    if not raw.startswith("~"):
+        return raw
+    try:
+        return str(Path(raw).expanduser())
+    except RuntimeError:  # no such user, or no HOME and no password entry
+        head = raw.split("/", 1)[0]
+        why = "HOME is not set" if head == "~" else f"there is no user {head[1:]!r}"
+        raise ConfigError(
+            f"{label} starts with {head!r}, but {why}; give the full path, got {raw!r}"
+        ) from None
 
 
 _TOML_TYPES = {
@@ -436,13 +510,12 @@ def read_config_file(path: Path) -> dict[str, object]:
             raise ConfigError(
                 f"{path}: {key} must be {wanted}, e.g. {_example(setting)}, got {value!r} ({got})"
             )
-        if setting.kind == "path" and not value:
-            raise ConfigError(f"{path}: {_empty_path(setting)}")
-        if setting.kind == "log":
-            _check_access_log_word(str(value))
-        if setting.kind == "path" or (setting.kind == "log" and value not in ("", "off", "stderr")):
-            value = (path.parent / str(value)).resolve()
-            value = str(value) if setting.kind == "log" else value
+        if setting.kind in ("path", "log"):
+            value = _convert(setting, str(value), f"{path}: {key}")
+            if value not in ("", "off", "stderr"):
+                # Relative to the file's folder; a `~` expanded above is absolute already.
+                resolved = (path.parent / str(value)).resolve()
+                value = str(resolved) if setting.kind == "log" else resolved
         values[key] = value
     return values
 
@@ -462,10 +535,11 @@ def mask_secret(value: str) -> str:
     return f"{scheme}://{base}{question}{query}"
 
 
-def _empty_path(setting: Setting) -> str:
-    """The error for an empty path: it would silently mean the current folder."""
+def _empty_path(setting: Setting, label: str) -> str:
+    """The error for an empty path given as *label*: it would silently mean the current
+    folder."""
     default = setting.default or Config.__dataclass_fields__[setting.key].default
-    return f"{setting.key} is empty; name a path, or leave it out for the default ({default})"
+    return f"{label} is empty; name a path, or leave it out for the default ({default})"
 
 
 # Spellings of the access log's words that would otherwise become a file of that name.
@@ -475,30 +549,39 @@ _LOG_WORDS = {"off", "stderr", "stdout", "-", "none", "false", "0", "no"}
 def _check_access_log_word(value: str) -> None:
     """Refuse 'OFF', 'stdout', '-' and the like rather than log into a file so named."""
     if value.lower() in _LOG_WORDS and value not in ("off", "stderr"):
-        raise ConfigError(
-            f"LFS_ACCESS_LOG must be 'off', 'stderr' or a file path, got {value!r}"
-            f" (for a file of that name write ./{value})"
+        raise _bad(
+            "access_log",
+            f"must be 'off', 'stderr' or a file path, got {value!r}"
+            f" (for a file of that name write ./{value})",
         )
 
 
-def _convert(var: str, raw: str, kind: str) -> object:
+def _convert(setting: Setting, raw: str, label: str) -> object:
+    """*raw*, a variable's or flag's text (or a config file's string), as *setting*'s
+    value; ConfigError naming *label*, where the value came from, if it cannot be one."""
+    kind = setting.kind
     if kind == "int":
         try:
             return int(raw)
         except ValueError:
-            raise ConfigError(f"{var} must be an integer, got {raw!r}") from None
+            raise ConfigError(f"{label} must be an integer, got {raw!r}") from None
     if kind == "bool":
         low = raw.strip().lower()
         if low in _TRUE:
             return True
         if low in _FALSE:
             return False
-        raise ConfigError(f"{var} must be one of 1/0/true/false/yes/no/on/off, got {raw!r}")
+        raise ConfigError(f"{label} must be one of 1/0/true/false/yes/no/on/off, got {raw!r}")
     if kind == "path":
         if not raw:
-            setting = next(s for s in SETTINGS if s.env == var)
-            raise ConfigError(_empty_path(setting).replace(setting.key, var, 1))
-        return Path(raw)
+            raise ConfigError(_empty_path(setting, label))
+        return Path(_expand_user(raw, label))
+    if kind == "log":
+        try:
+            _check_access_log_word(raw)
+        except ConfigError as exc:
+            raise _relabel(exc, label) from None
+        return raw if raw in ("", "off", "stderr") else _expand_user(raw, label)
     return raw
 
 
@@ -509,19 +592,24 @@ _PORT_RE = re.compile(r"[0-9]{1,5}")
 
 
 def parse_listen(listen: str, setting: str = "listen address") -> tuple[str, int]:
-    """Split `HOST:PORT` (IPv6 hosts in brackets); raise ConfigError naming the problem."""
+    """Split `HOST:PORT` (IPv6 hosts in brackets); raise ConfigError naming the problem
+    (its `problem` is the message after *setting*)."""
+
+    def bad(problem: str) -> ConfigError:
+        return ConfigError(f"{setting} {problem}", problem=problem)
+
     host, sep, port = listen.rpartition(":")
     if not sep or not host:
-        raise ConfigError(f"{setting} must be HOST:PORT, e.g. 127.0.0.1:8080, got {listen!r}")
+        raise bad(f"must be HOST:PORT, e.g. 127.0.0.1:8080, got {listen!r}")
     if not _HOST_RE.fullmatch(host):
-        raise ConfigError(
-            f"{setting} host must be a name, an IPv4 address or [IPv6] (letters, digits, '.',"
-            f" '-'), got {host!r} in {listen!r}"
+        raise bad(
+            "host must be a name, an IPv4 address or [IPv6] (letters, digits, '.', '-'),"
+            f" got {host!r} in {listen!r}"
         )
     # int() also takes '8_080' and non-ASCII digits ('٨٠٨٠'): only ASCII digits are a port.
     if not _PORT_RE.fullmatch(port):
-        raise ConfigError(f"{setting} port must be ASCII digits, got {port!r} in {listen!r}")
+        raise bad(f"port must be ASCII digits, got {port!r} in {listen!r}")
     number = int(port)
     if not 0 < number < 65536:
-        raise ConfigError(f"{setting} port must be 1-65535, got {number}")
+        raise bad(f"port must be 1-65535, got {number}")
     return host, number
