@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from lfs_server import backends
 from lfs_server.app import create_app
-from lfs_server.backends import base
+from lfs_server.backends import base, localfs
 from lfs_server.config import Config
 from lfs_server.users import load_users
 
@@ -222,6 +222,60 @@ def test_in_process_link_planted_in_the_store_is_never_served(client: Any, tmp_p
         headers=AUTH,
     )
     assert r.json["objects"][0]["error"]["code"] == 404
+
+
+@pytest.fixture(params=["openat2", "one component at a time"])
+def local_store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: Any) -> Any:
+    """The local store, finding object folders with openat2 or without it."""
+    if request.param != "openat2":
+        monkeypatch.setattr(localfs, "_libc", None)
+    elif localfs._libc is None:
+        pytest.skip("this system has no openat2 (Linux >= 5.6)")
+    store = localfs.Store(tmp_path / "repos", tmp_path / "tmp")
+    yield store
+    if request.param == "openat2" and localfs._libc is None:
+        pytest.skip("openat2 was refused here (seccomp?): the fallback served this test")
+
+
+def _publish(store: Any, data: bytes, repo: str = "r") -> Path:
+    oid = hashlib.sha256(data).hexdigest()
+    store.publish_stream(io.BytesIO(data), repo, oid, len(data))
+    path: Path = store.object_path(repo, oid)
+    return path
+
+
+def test_local_publish_renames_through_no_link_planted_in_the_store(
+    local_store: Any, tmp_path: Path
+) -> None:
+    data = b"first object"
+    stored = _publish(local_store, data)
+    # The object's fan-out folders exist now; move one outside and link it back.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    fanout = stored.parent.parent
+    fanout.rename(outside / fanout.name)
+    fanout.symlink_to(outside / fanout.name, target_is_directory=True)
+    before = {p: p.stat().st_ino for p in outside.rglob("*")}
+    with pytest.raises(base.UnsafeStorePath, match="symbolic link"):
+        _publish(local_store, data)
+    # A repository folder that is a link is refused before any folder is made through it.
+    (tmp_path / "repos/linked.git").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(base.UnsafeStorePath, match="symbolic link"):
+        _publish(local_store, b"second object", repo="linked")
+    assert {p: p.stat().st_ino for p in outside.rglob("*")} == before
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_local_objects_are_read_only_for_all_whatever_the_umask(local_store: Any) -> None:
+    old = os.umask(0o077)
+    try:
+        stored = _publish(local_store, b"read by nginx's workers")
+    finally:
+        os.umask(old)
+    assert stored.stat().st_mode & 0o777 == 0o444
+    assert stored.read_bytes() == b"read by nginx's workers"
+    for folder in (stored.parent, stored.parent.parent, local_store.repo_dir("r")):
+        assert folder.stat().st_mode & 0o755 == 0o755, folder
 
 
 def test_users_added_by_the_cli_are_seen_without_a_restart(client: Any, tmp_path: Path) -> None:

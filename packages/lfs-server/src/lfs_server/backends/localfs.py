@@ -9,9 +9,12 @@ nginx serves them from the folder itself (`nginx_redirect`).
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import os
 import shutil
 import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -25,6 +28,7 @@ from lfs_server.backends.base import (
     VerifyError,
 )
 from lfs_server.backends.shared import open_regular, sha256_file, spooled_upload, verify_file
+from lfs_server.fsmode import SHARED_DIR, make_dir
 from lfs_server.validation import OID_RE, check_oid, normalize_repo
 
 if TYPE_CHECKING:
@@ -81,10 +85,7 @@ class Store:
 
     def create_repo(self, repo: str) -> None:
         """Create *repo*'s directory (idempotent)."""
-        path = self.repo_dir(repo)
-        self.check_no_links(path / "objects")
-        (path / "objects").mkdir(parents=True, exist_ok=True)
-        _make_traversable(self.repos_dir, path / "objects")
+        os.close(self._open_dir(f"{normalize_repo(repo)}.git/objects"))
 
     def list_repos(self) -> list[str]:
         """All repository names."""
@@ -164,37 +165,46 @@ class Store:
         mismatch VerifyError is raised and nothing is stored (the caller owns *source*).
         """
         verify_file(source, oid, size)
-        self._install(source, repo, oid, synced=True)
-
-    def publish_stream(self, stream: BinaryIO, repo: str, oid: str, size: int) -> None:
-        """Write *stream* to a temp file next to the store, verify it, publish it."""
-        with spooled_upload(stream, self.tmp_dir, oid, size) as tmp:
-            self._install(tmp, repo, oid, synced=False)
-
-    def _install(self, source: Path, repo: str, oid: str, *, synced: bool) -> None:
-        target = self.object_path(repo, oid)
-        self.check_no_links(target.parent)
-        self.create_repo(repo)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        _make_traversable(self.repo_dir(repo), target.parent)
         # nginx workers (often another user) read objects: world-readable, writable by no
         # one. A root server takes the body file over from the worker user ('nobody') that
         # wrote it, so a process running as that user cannot rewrite stored objects.
         if os.geteuid() == 0 and source.stat().st_uid != 0:
             os.chown(source, 0, 0)
         source.chmod(0o444)
-        if not synced:
-            fd = os.open(source, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        source.replace(target)
-        dir_fd = os.open(target.parent, os.O_RDONLY)
+        self._install(source, repo, oid)
+
+    def publish_stream(self, stream: BinaryIO, repo: str, oid: str, size: int) -> None:
+        """Write *stream* to a temp file next to the store, verify it, publish it."""
+        with spooled_upload(stream, self.tmp_dir, oid, size, sync=True) as tmp:
+            self._install(tmp, repo, oid)
+
+    def _install(self, source: Path, repo: str, oid: str) -> None:
+        """Rename the verified, fsynced *source* to its oid, then fsync the directory."""
+        dir_fd = self._object_dir(repo, oid)
         try:
+            os.rename(source, oid, dst_dir_fd=dir_fd)
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+    def _object_dir(self, repo: str, oid: str) -> int:
+        """A descriptor of the folder object *oid* goes in (created if missing)."""
+        return self._open_dir(self.relative_path(repo, oid).rpartition("/")[0])
+
+    def _open_dir(self, relative: str) -> int:
+        """Open (creating what is missing, 0755) *relative* under repos_dir, reached
+        without a symbolic link: UnsafeStorePath otherwise.
+
+        Renaming into the descriptor cannot be redirected by a link planted after the
+        check, and no folder is ever created through a link.
+        """
+        try:
+            return _open_dir_beneath(self.repos_dir, relative)
+        except _LinkInPath:
+            self.check_no_links(self.repos_dir / relative)  # names the link, if still there
+            raise UnsafeStorePath(
+                f"{relative} in the store passes through a symbolic link"
+            ) from None
 
     def iter_objects(self, repo: str | None = None) -> Iterator[StoredObject]:
         """Every stored object (of one repo, or of all), in a stable order."""
@@ -219,17 +229,106 @@ class Store:
         return str(dest)
 
 
-def _make_traversable(top: Path, leaf: Path) -> None:
-    """chmod 0755 every directory from *top* down to *leaf* (nginx workers must enter them)."""
-    current = leaf
-    while True:
-        with contextlib.suppress(PermissionError):
-            mode = stat.S_IMODE(current.stat().st_mode)
-            if (mode & 0o755) != 0o755 or mode & 0o022:  # enterable, writable by us alone
-                current.chmod((mode | 0o755) & ~0o022)
-        if current == top or current.parent == current or top not in current.parents:
-            break
-        current = current.parent
+class _LinkInPath(Exception):
+    """A component of a path in the store is a symbolic link."""
+
+
+class _OpenHow(ctypes.Structure):
+    """Linux's `struct open_how`, openat2's argument."""
+
+    _fields_ = [
+        ("flags", ctypes.c_uint64),
+        ("mode", ctypes.c_uint64),
+        ("resolve", ctypes.c_uint64),
+    ]
+
+
+_SYS_OPENAT2 = 437  # one number on every Linux architecture (system calls since 5.1 share them)
+_RESOLVE_NO_SYMLINKS = 0x04
+_RESOLVE_BENEATH = 0x08
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+# openat2 checks a whole path for links in one call; None once it is found missing (kernels
+# before 5.6, other systems, seccomp filters that refuse it).
+_libc: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+
+
+def _open_dir_beneath(root: Path, relative: str) -> int:
+    """Open the directory *root*/*relative*, creating missing folders, never following a
+    link below *root* (_LinkInPath if a component is one)."""
+    try:
+        root_fd = os.open(root, _DIR_FLAGS)
+    except FileNotFoundError:
+        make_dir(root)
+        root_fd = os.open(root, _DIR_FLAGS)
+    try:
+        parts = relative.split("/")
+        # The deepest folder that exists (a new object's fan-out folder usually does not),
+        # then one component at a time below it, each opened from its parent's descriptor.
+        for depth in range(len(parts), 0, -1):
+            fd = _openat2_beneath(root_fd, "/".join(parts[:depth]))
+            if fd >= 0:
+                break
+        else:
+            fd, depth = os.dup(root_fd), 0
+        try:
+            for part in parts[depth:]:
+                child = _open_or_make_child(fd, part, relative)
+                os.close(fd)
+                fd = child
+            found, fd = fd, -1
+            return found
+        finally:
+            if fd >= 0:
+                os.close(fd)
+    finally:
+        os.close(root_fd)
+
+
+def _openat2_beneath(root_fd: int, relative: str) -> int:
+    """openat2 of *relative* with no link and no `..` allowed: the descriptor, or -1 when
+    a component is missing or openat2 is not available."""
+    global _libc
+    if _libc is None:
+        return -1
+    how = _OpenHow(_DIR_FLAGS, 0, _RESOLVE_NO_SYMLINKS | _RESOLVE_BENEATH)
+    fd = _libc.syscall(
+        ctypes.c_long(_SYS_OPENAT2),
+        ctypes.c_int(root_fd),
+        ctypes.c_char_p(os.fsencode(relative)),
+        ctypes.byref(how),
+        ctypes.c_size_t(ctypes.sizeof(how)),
+    )
+    if fd >= 0:
+        return int(fd)
+    err = ctypes.get_errno()
+    if err in (errno.ELOOP, errno.EXDEV):
+        raise _LinkInPath(relative)
+    if err in (errno.ENOSYS, errno.EPERM):
+        _libc = None
+    elif err != errno.ENOENT:
+        raise OSError(err, os.strerror(err), relative)
+    return -1
+
+
+def _open_or_make_child(parent_fd: int, name: str, relative: str) -> int:
+    """Open folder *name* in *parent_fd* without following a link, creating it if missing
+    with mode 0755 whatever the umask (nginx's workers, another user, must enter it)."""
+    flags = _DIR_FLAGS | os.O_NOFOLLOW
+    try:
+        return os.open(name, flags, dir_fd=parent_fd)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(
+            os.lstat(name, dir_fd=parent_fd).st_mode
+        ):
+            raise _LinkInPath(relative) from None
+        raise
+    with contextlib.suppress(FileExistsError):  # another request made it meanwhile
+        os.mkdir(name, SHARED_DIR, dir_fd=parent_fd)
+    fd = os.open(name, flags, dir_fd=parent_fd)
+    os.fchmod(fd, SHARED_DIR)
+    return fd
 
 
 class _Slice:

@@ -8,8 +8,8 @@ import contextlib
 import errno
 import hashlib
 import os
+import secrets
 import stat
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,33 +109,45 @@ def verify_file(source: Path, oid: str, size: int, *, sync: bool = True) -> None
 
 
 @contextlib.contextmanager
-def spooled_upload(stream: BinaryIO, tmp_dir: Path, oid: str, size: int) -> Iterator[Path]:
+def spooled_upload(
+    stream: BinaryIO, tmp_dir: Path, oid: str, size: int, *, sync: bool = False
+) -> Iterator[Path]:
     """Write *stream* to a temporary file in *tmp_dir*, hashing it on the way, and yield
     the file once it holds exactly object (oid, size); remove it afterwards if still there.
 
-    Raises VerifyError (nothing yielded) on a body of the wrong length or hash; a body
-    longer than *size* is refused as soon as it passes *size*.
+    The file is read-only for everyone (0444: what the local store publishes, nginx's
+    workers read it); with *sync* it is flushed to disk before it is yielded, so that a
+    rename publishes durable bytes. Raises VerifyError (nothing yielded) on a body of the
+    wrong length or hash; a body longer than *size* is refused as soon as it passes *size*.
     """
-    tmp_dir.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix="upload-", dir=tmp_dir)
-    tmp = Path(name)
+    tmp = tmp_dir / f"upload-{secrets.token_hex(8)}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        digest = hashlib.sha256()
-        written = 0
-        with os.fdopen(fd, "wb") as out:
-            while True:
-                chunk = stream.read(CHUNK)
-                if not chunk:
-                    break
+        fd = os.open(tmp, flags, 0o444)
+    except FileNotFoundError:
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, flags, 0o444)
+    try:
+        try:
+            os.fchmod(fd, 0o444)  # whatever the umask
+            digest = hashlib.sha256()
+            written = 0
+            while chunk := stream.read(CHUNK):
                 written += len(chunk)
                 if written > size:
                     raise VerifyError(f"body is longer than the object's size {size}")
                 digest.update(chunk)
-                out.write(chunk)
-        if written != size:
-            raise VerifyError(f"body is {written} bytes but the object's size is {size}")
-        if digest.hexdigest() != oid:
-            raise VerifyError(f"body's SHA-256 is {digest.hexdigest()}, not the oid {oid}")
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view) :]
+            if written != size:
+                raise VerifyError(f"body is {written} bytes but the object's size is {size}")
+            if digest.hexdigest() != oid:
+                raise VerifyError(f"body's SHA-256 is {digest.hexdigest()}, not the oid {oid}")
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         yield tmp
     finally:
         with contextlib.suppress(FileNotFoundError):
