@@ -415,8 +415,9 @@ def load_config(
 
 
 def _flag(setting: Setting) -> str:
-    """The option that sets *setting* (for messages about a value given that way)."""
-    return setting.flag or "--" + setting.key.replace("_", "-")
+    """The option that sets *setting*, for messages about a value given that way (the key
+    where a caller of the API overrides a setting no option sets)."""
+    return setting.flag or setting.key
 
 
 def _relabel(exc: ConfigError, label: str) -> ConfigError:
