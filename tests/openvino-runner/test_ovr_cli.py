@@ -456,3 +456,107 @@ def test_completion_script_knows_the_commands(
     assert code == 0, err
     for word in ("profile", "quantize", "--exec-graph", "--compare", "--max-drop"):
         assert word in out, word
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--shape", "-1,3,8,8"],  # argparse took the value for an unknown option
+        ["--shape=-1,3,8,8"],
+        ["--shape", "?,3,8,8"],
+        ["--shape", "image=-1x3x8x8"],
+    ],
+    ids=["dash-value", "glued", "question-mark", "named"],
+)
+def test_a_free_dimension_in_shape(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str]
+) -> None:
+    """-1 or ? leaves a dimension dynamic; run fills it with the shared default (1 first)."""
+    from ovr_testmodels import conv_net
+
+    net = conv_net(tmp_path / "net.onnx")
+    code, out, err = cli(capsys, "info", net, *argv, "--json", "-")
+    assert (code, err.count("error")) == (0, 0), err
+    assert json.loads(out)["inputs"][0]["shape"] == "[?,3,8,8]"
+    assert run_outputs(capsys, net, *argv)["pooled"].shape == (1, 16, 1, 1)
+
+
+def test_shape_values_other_than_free_are_still_refused(
+    capsys: pytest.CaptureFixture[str], model: Path
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["run", str(model), "--shape", "-2,4"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "openvino-runner run: error: argument --shape: expected [NAME=]D0,D1,... with "
+        "non-negative integers or -1/? (free) (e.g. x=1,3,224,224), got '-2,4'"
+    )
+    # The kit's own rules: after `--` nothing is glued; parse_shape (deform's) stays static.
+    from openvino_runner import _clikit
+
+    argv = ["--shape", "-1,4", "-d", "CPU", "--", "--shape", "-1,4"]
+    glued = ["--shape=-1,4", "-d", "CPU", "--", "--shape", "-1,4"]
+    assert _clikit.glue_dash_values(argv, ("--shape",)) == glued
+    with pytest.raises(argparse.ArgumentTypeError, match=r"with non-negative integers \(e\.g\."):
+        _clikit.parse_shape("-1,4")
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--mean", "123.7,116.3,103.5"], "--mean"),
+        (["--scale", "58.4", "--mean", "0"], "--mean, --scale"),
+        (["--bgr", "--input", "image={npy}"], "--bgr"),
+    ],
+)
+def test_image_options_without_an_image_are_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], named: str
+) -> None:
+    """They only say how an image becomes a tensor: without one they were silently ignored."""
+    from ovr_testmodels import conv_net
+
+    net = conv_net(tmp_path / "net.onnx")
+    npy = tmp_path / "x.npy"
+    np.save(npy, np.zeros((1, 3, 8, 8), np.float32))
+    args = [a.format(npy=npy) for a in argv]
+    code, out, err = cli(capsys, "run", net, *args, "--output", tmp_path / "out.npz")
+    assert (code, out) == (2, "")
+    assert err.startswith(f"openvino-runner: error: {named} only apply to image inputs (.bmp, ")
+    assert err.endswith(
+        "and no --input is an image; give one (e.g. --input photo.jpg) or leave the option out\n"
+    )
+    assert not (tmp_path / "out.npz").exists()
+
+
+def test_image_options_with_an_image_apply(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from ovr_testmodels import conv_net
+    from PIL import Image
+
+    net = conv_net(tmp_path / "net.onnx")
+    Image.new("RGB", (8, 8), (100, 150, 200)).save(tmp_path / "photo.png")
+    code, out, err = cli(
+        capsys, "run", net, "--input", tmp_path / "photo.png", "--mean", "100,150,200",
+        "--shape", "1,3,8,8", "--json", "-",
+    )  # fmt: skip
+    assert code == 0, err
+    summary = json.loads(out)["inputs"]["image"]
+    assert (summary["min"], summary["max"]) == (0.0, 0.0)  # the mean took every pixel to 0
+
+
+@pytest.mark.parametrize("name", ["model.onnx", "model.xml", "saved"])
+def test_a_folder_that_is_no_saved_model_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
+) -> None:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "weights.bin").write_bytes(b"\0" * 8)
+    code, out, err = cli(capsys, "info", folder)
+    assert (code, out) == (2, "")
+    named = f" (named like a {folder.suffix} file)" if folder.suffix else ""
+    assert err.startswith(
+        f"openvino-runner: error: {folder} is a folder{named}, not a model file, and no "
+        "TensorFlow SavedModel (it holds no saved_model.pb); expected one of .xml (OpenVINO IR),"
+    )
+    assert err.count("\n") == 1 and 'saved_model.pb"' not in err

@@ -37,8 +37,10 @@ __all__ = [
     "add_version_option",
     "atomic_path",
     "fill_free_dims",
+    "glue_dash_values",
     "key_value",
     "one_line",
+    "parse_free_shape",
     "parse_shape",
     "progress_enabled",
     "run",
@@ -174,18 +176,53 @@ def parse_shape(text: str) -> ShapeSpec:
 
     Raises ``argparse.ArgumentTypeError`` (so it works as an argparse ``type``).
     """
+    return _parse_shape(text, free=False)
+
+
+def parse_free_shape(text: str) -> ShapeSpec:
+    """:func:`parse_shape`, where a dimension may also be free (dynamic): ``-1`` or ``?``,
+    kept as -1 (what :func:`fill_free_dims` fills). Give the option's argv through
+    :func:`glue_dash_values` so that ``--shape -1,3,224,224`` reaches argparse as one."""
+    return _parse_shape(text, free=True)
+
+
+def _parse_shape(text: str, *, free: bool) -> ShapeSpec:
     name, sep, dims_text = text.rpartition("=")
     cleaned = dims_text.strip().strip("[]()").replace("x", ",")
     try:
-        dims = tuple(int(part) for part in cleaned.split(","))
+        parts = cleaned.split(",")
+        dims = tuple(-1 if free and part.strip() == "?" else int(part) for part in parts)
     except ValueError:
         dims = ()
-    if (sep and not name) or not dims or min(dims) < 0:
+    if (sep and not name) or not dims or min(dims) < (-1 if free else 0):
+        accepted = "non-negative integers or -1/? (free)" if free else "non-negative integers"
         raise argparse.ArgumentTypeError(
-            f"expected [NAME=]D0,D1,... with non-negative integers (e.g. x=1,3,224,224), "
-            f"got {text!r}"
+            f"expected [NAME=]D0,D1,... with {accepted} (e.g. x=1,3,224,224), got {text!r}"
         )
     return ShapeSpec(name or None, dims)
+
+
+def glue_dash_values(argv: Sequence[str], options: Sequence[str]) -> list[str]:
+    """*argv* with ``OPTION -1,...`` spelt ``OPTION=-1,...`` for each of *options*.
+
+    argparse takes a value that starts with ``-`` and is no plain number (``-1,3,224,224``)
+    for an unknown option and answers "expected one argument"; glued, it is the value.
+    Nothing after ``--`` changes.
+    """
+    out: list[str] = []
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        if arg == "--":
+            return out + list(argv[index:])
+        following = argv[index + 1] if index + 1 < len(argv) else ""
+        if arg in options and following[:1] == "-" and following[1:2].isdigit():
+            out.append(f"{arg}={following}")
+            index += 2
+            continue
+        out.append(arg)
+        index += 1
+    return out
 
 
 def fill_free_dims(dims: Sequence[int | None]) -> tuple[int, ...]:

@@ -102,12 +102,13 @@ def _add_model_options(
     )
     parser.add_argument(
         "--shape",
-        type=_clikit.parse_shape,
+        type=_clikit.parse_free_shape,
         action="append",
         default=[],
         metavar="[NAME=]D0,D1,...",
-        help="reshape an input to static dims before compiling, e.g. x=1,3,224,224 "
-        "(repeatable; NAME may be left out for a one-input model)",
+        help="reshape an input before compiling, e.g. x=1,3,224,224; -1 or ? leaves a "
+        "dimension free (dynamic): -1,3,224,224 (repeatable; NAME may be left out for a "
+        "one-input model)",
     )
     if not inputs:
         return
@@ -141,14 +142,14 @@ def _add_image_options(parser: argparse.ArgumentParser) -> None:
     images.add_argument(
         "--mean",
         type=_floats,
-        default=(0.0,),
+        default=None,
         metavar="M[,M,M]",
         help="subtracted per channel, in 0-255 units (default: 0)",
     )
     images.add_argument(
         "--scale",
         type=_floats,
-        default=(1.0,),
+        default=None,
         metavar="S[,S,S]",
         help="divisor per channel after the mean (default: 1)",
     )
@@ -457,11 +458,34 @@ def _inputs(args: argparse.Namespace) -> dict[str | None, Any]:
     return given
 
 
-def _image(args: argparse.Namespace) -> ImageOptions:
-    from openvino_runner.inputs import ImageOptions
+_IMAGE_OPTIONS = {
+    "image_size": "--image-size",
+    "layout": "--layout",
+    "mean": "--mean",
+    "scale": "--scale",
+    "bgr": "--bgr",
+}
 
+
+def _image(args: argparse.Namespace) -> ImageOptions:
+    from openvino_runner.inputs import IMAGE_SUFFIXES, ImageOptions, parse_assignment
+
+    if hasattr(args, "input"):  # (quantize has --data instead, folders of images included)
+        given = [flag for key, flag in _IMAGE_OPTIONS.items() if getattr(args, key)]
+        files = [parse_assignment(item, "--input")[1] for item in args.input]
+        if given and not any(Path(f).suffix.lower() in IMAGE_SUFFIXES for f in files):
+            # They only shape how an image becomes a tensor: ignoring them hid a mistake.
+            raise RunnerError(
+                f"{', '.join(given)} only apply to image inputs "
+                f"({', '.join(sorted(IMAGE_SUFFIXES))}), and no --input is an image; "
+                "give one (e.g. --input photo.jpg) or leave the option out"
+            )
     return ImageOptions(
-        size=args.image_size, layout=args.layout, mean=args.mean, scale=args.scale, bgr=args.bgr
+        size=args.image_size,
+        layout=args.layout,
+        mean=(0.0,) if args.mean is None else args.mean,
+        scale=(1.0,) if args.scale is None else args.scale,
+        bgr=args.bgr,
     )
 
 
@@ -975,6 +999,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `openvino-runner` with *argv* (default: ``sys.argv[1:]``); return the exit status."""
+    # `--shape -1,3,224,224` (a free batch) is one value, not an unknown option.
+    argv = _clikit.glue_dash_values(sys.argv[1:] if argv is None else argv, ("--shape",))
     return _clikit.run(build_parser, argv, errors=lambda: (RunnerError,))
 
 

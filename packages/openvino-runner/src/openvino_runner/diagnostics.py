@@ -105,6 +105,14 @@ def conversion_error(path: Path, exc: Exception) -> RunnerError:
         lines = [f"OpenVINO cannot convert {path}:"]
         lines += [f"  op {op} at node {node!r}: {reason}" for op, node, reason in failures]
         return ConversionError("\n".join(lines), failures)
+    if path.is_dir() and not (path / "saved_model.pb").is_file():
+        # OpenVINO reads a folder as a SavedModel only and answers with its missing
+        # saved_model.pb: say what was given, and what is accepted.
+        named = f" (named like a {path.suffix} file)" if path.suffix.lower() in FORMATS else ""
+        return ModelFileError(
+            f"{path} is a folder{named}, not a model file, and no TensorFlow SavedModel "
+            f"(it holds no saved_model.pb); {_expected_formats()}"
+        )
     if "format" in text.lower() and "supported" in text.lower():
         return ModelFileError(
             f"OpenVINO cannot read {path}: not a model format it knows; {_expected_formats()}"

@@ -16,7 +16,7 @@ Rules (documented in the README):
   [0, 1), signed integers in [0, 10), unsigned in [0, 10), booleans fair coin flips.
 * Unknown (dynamic) dimensions are taken from the given file, else from ``shapes``,
   else a default: 1 for the first dimension, 224 for the others; a bounded dimension is
-  clipped into its bounds.
+  clipped into its bounds. A -1 in ``shapes`` (``--shape -1,3,224,224``) is unknown too.
 """
 
 from __future__ import annotations
@@ -131,9 +131,13 @@ def check_array(spec: InputSpec, array: np.ndarray[Any, Any], source: str) -> No
 
 
 def resolve_shape(spec: InputSpec, given: Sequence[int] | None = None) -> tuple[int, ...]:
-    """A concrete shape for *spec*: *given* (checked) or the documented defaults."""
+    """A concrete shape for *spec*: *given* (checked) or the documented defaults; a -1 in
+    *given* (a dimension ``--shape`` left free) gets the default too."""
     if given is not None:
         shape = tuple(int(d) for d in given)
+        if shape and min(shape) < 0 and spec.dims is not None and len(spec.dims) == len(shape):
+            defaults = resolve_shape(spec)
+            shape = tuple(defaults[i] if d < 0 else d for i, d in enumerate(shape))
         if not dims_accept(spec.dims, shape):
             raise InputError(
                 f"shape {list(shape)} does not fit input {spec.name!r}, which expects "
