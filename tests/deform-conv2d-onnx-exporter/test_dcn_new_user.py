@@ -158,3 +158,32 @@ def test_check_refuses_two_shapes_for_one_input(
     assert capsys.readouterr().err == (
         "deform-conv2d-onnx: error: --shape for 'x' given twice: 1,4,7,10 and 2,4,7,10; give one\n"
     )
+
+
+@pytest.mark.parametrize("order", ["named-first", "unnamed-first"])
+def test_check_refuses_a_named_and_an_unnamed_shape_for_one_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], order: str
+) -> None:
+    """`--shape x=...` and `--shape ...` (the only input, x again): the unnamed one won."""
+    from deform_conv2d_onnx_exporter.cli import main
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "one_input",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4, "h", "w"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, tmp_path / "m.onnx")
+    # one of them alone is a valid check: the refusal is about giving both
+    assert main(["check", str(tmp_path / "m.onnx"), "--shape", "2,4,7,10"]) == 0
+    capsys.readouterr()
+    both = [["--shape", "x=1,4,7,10"], ["--shape", "2,4,7,10"]]
+    if order == "unnamed-first":
+        both.reverse()
+    assert main(["check", str(tmp_path / "m.onnx"), *both[0], *both[1]]) == 2
+    assert capsys.readouterr().err == (
+        "deform-conv2d-onnx: error: --shape for 'x' given twice: x=1,4,7,10 and 2,4,7,10 "
+        "(no NAME: the model's only input); give one\n"
+    )

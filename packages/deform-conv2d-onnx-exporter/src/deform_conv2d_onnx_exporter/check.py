@@ -126,7 +126,15 @@ def input_shapes(
                 f"a --shape without a name needs a model with one input; this one has {names}: "
                 "give NAME=D0,D1,..."
             )
-        shapes[names[0]] = shapes.pop(None)
+        unnamed = tuple(int(d) for d in shapes.pop(None))
+        named = shapes.get(names[0])
+        if named is not None and tuple(int(d) for d in named) != unnamed:
+            # the unnamed one replaced the named one silently
+            raise CheckError(
+                f"--shape for {names[0]!r} given twice: {names[0]}={','.join(map(str, named))} "
+                f"and {','.join(map(str, unnamed))} (no NAME: the model's only input); give one"
+            )
+        shapes[names[0]] = unnamed
     unknown = sorted(str(k) for k in shapes if k not in names)
     if unknown:
         raise CheckError(
