@@ -936,6 +936,25 @@ def test_main_in_a_plain_folder_imports_its_siblings(
     assert ran.stdout.decode().split() == ["sibling", "__main__"]
 
 
+def test_an_interpreters_files_keep_their_names(project: Path) -> None:
+    """An --interpreter runs no main, so a first file in a plain folder roots nothing: the
+    names stay relative to the working folder (`import scripts.tool`, as before)."""
+    (project / "scripts").mkdir()
+    (project / "scripts" / "tool.py").write_text("VALUE = 1\n")
+    (project / "other.py").write_text("VALUE = 2\n")
+    made = standalone.build_standalone(
+        project / "python.exe",
+        Path("scripts/tool.py"),
+        [Path("other.py")],
+        runtime=_runtime("3.13"),
+        onefile=True,
+        interpreter=True,
+    )
+    extracted = build.read_bundle(made.exe)
+    assert [n for n, _ in extracted.files][:2] == ["scripts/tool.py", "other.py"]
+    assert extracted.command is None
+
+
 def test_runtime_fetch_checks_python_exe_and_dll(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -444,7 +444,10 @@ def build_standalone(
         raise BuildError(f"the output {os.fspath(output)} is a folder; give the exe's file name")
     if not onefile and target.exists() and not target.is_dir():
         raise BuildError(f"the output {os.fspath(output)} is a file; --onedir writes a folder")
-    files = collect_files(main, inputs, cwd)
+    if interpreter:  # no main to run: MAIN is one more file, names stay cwd-relative
+        files = collect_files(None, [p for p in (main, *inputs) if p is not None], cwd)
+    else:
+        files = collect_files(main, inputs, cwd)
     contents = read_files(files)
     own = len(contents)  # the app's own files (exepy.tk: does the app import tkinter?)
     on_disk: list[tuple[str, bytes]] = []  # files that must be on disk (binary wheels...)
