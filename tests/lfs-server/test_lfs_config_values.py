@@ -127,6 +127,8 @@ def test_bad_value_names_the_variable_or_the_flag_it_came_from(tmp_path: Path) -
         (("user", "add", "alice", "--password-stdin", "--data", ""), "--data is empty"),
         (("repo", "create", "team/x", "--data="), "--data is empty"),
         (("config", "--config", ""), "--config is empty; name a TOML file, or leave it out"),
+        (("ssh", "--user", "alice", "--data", "", "--ssh-command",
+          "git-lfs-authenticate team/x.git upload"), "--data is empty"),
     ],
 )  # fmt: skip
 def test_empty_data_flag_is_refused_not_the_current_folder(

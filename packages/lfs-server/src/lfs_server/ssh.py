@@ -52,15 +52,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     cmd.add_argument(
         "--user", required=True, metavar="NAME", help="the lfs-server user of this key"
     )
+    # Strings, not Paths (Path("") is "."): Config refuses an empty one and expands `~`.
     cmd.add_argument(
         "--data",
-        type=Path,
         metavar="DIR",
         help="data directory (env LFS_DATA_DIR; default ./lfs-data)",
     )
     cmd.add_argument(
         "--config",
-        type=Path,
         metavar="FILE",
         help="TOML config file (env LFS_CONFIG_FILE; sshd passes no environment)",
     )
