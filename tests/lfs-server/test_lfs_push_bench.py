@@ -35,3 +35,20 @@ def test_push_bench_runs_both_sides_and_stores_every_object(tmp_path: Path) -> N
         if run["side"] == "lfs-server":
             assert run["stored"] == 20, run
     assert report["ratio"] > 0
+
+
+def test_put_cost_bench_splits_one_upload_and_every_put_is_stored(tmp_path: Path) -> None:
+    out = tmp_path / "cost.json"
+    tool = TOOL.with_name("lfs_put_cost.py")
+    result = subprocess.run(
+        [sys.executable, str(tool), "--objects", "40", "--repeats", "2", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(out.read_text())
+    assert set(report["samples"]) == {"app", "store", "syscalls", "floor"}
+    assert all(len(v) == 2 and min(v) > 0 for v in report["samples"].values()), report
+    med = report["medians"]
+    # The app fsyncs twice per object; the floor app stores nothing.
+    assert med["app"] > med["floor"], med
+    assert "the app's own Python (app - store)" in result.stdout
