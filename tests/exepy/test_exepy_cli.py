@@ -120,6 +120,17 @@ def test_extract_never_merges_into_a_folder_without_force(
     assert (project / "empty" / "pkg" / "util.py").is_file()
 
 
+def run_bundle(exe: str) -> subprocess.CompletedProcess[str]:
+    """Run *exe*'s bundle here with embeddedimport, the code the exe itself runs."""
+    return subprocess.run(
+        [sys.executable, "-m", "embeddedimport", exe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def test_main_in_a_plain_folder_imports_its_siblings(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -146,13 +157,7 @@ def test_main_in_a_plain_folder_imports_its_siblings(
     files, command = bundled(project / "app.exe")
     assert sorted(files) == ["data/x.txt", "helper.py", "main.py"]
     assert command == ["-m", "main"]
-    ran = subprocess.run(
-        [sys.executable, "-m", "embeddedimport", "app.exe"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    ran = run_bundle("app.exe")
     assert (ran.returncode, ran.stdout) == (0, reference.stdout), ran.stderr
 
 
@@ -167,13 +172,7 @@ def test_main_in_a_package_runs_as_its_module(
     files, command = bundled(project / "app.exe")
     assert "pkg/util.py" in files and "pkg/main.py" in files
     assert command == ["-m", "pkg.main"]
-    ran = subprocess.run(
-        [sys.executable, "-m", "embeddedimport", "app.exe"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    ran = run_bundle("app.exe")
     assert (ran.returncode, ran.stdout) == (0, "hello\n"), ran.stderr
 
 
