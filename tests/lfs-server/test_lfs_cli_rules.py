@@ -123,6 +123,21 @@ def test_gunicorn_settings_ship_in_the_package() -> None:
     assert conf.accesslog is None  # the app keeps the access log (LFS_ACCESS_LOG)
 
 
+def test_gunicorn_run_by_hand_refuses_a_bad_setting_in_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "LFS_DATA_DIR": str(tmp_path / "data"), "LFS_WORKERS": "100"}
+    r = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "-c", "python:lfs_server.gunicorn_conf",
+         "lfs_server.wsgi:app"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert r.returncode != 0
+    assert r.stderr.strip() == (
+        "lfs-server: error: LFS_WORKERS must be 1 to 64 (gunicorn processes of 4 threads"
+        " each; add nodes for more), got 100"
+    ), r.stderr
+    assert not (tmp_path / "data").exists()
+
+
 def test_closed_stdout_ends_quietly(tmp_path: Path) -> None:
     for i in range(3):
         r = cli("user", "add", f"u{i}", "--password-stdin", data=tmp_path, stdin="pw\n")

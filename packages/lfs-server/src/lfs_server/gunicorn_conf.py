@@ -7,18 +7,20 @@ wheel, so gunicorn reads it as a module):
 `lfs-server serve` starts gunicorn with this same file (its flags add bind, workers, pid).
 """
 
-import os
-from pathlib import Path
 from typing import Any
 
-from lfs_server.config import Config
+from lfs_server.config import Config, ConfigError
 from lfs_server.metrics import mark_worker_dead, prepare_multiprocess_dir
 
-data = os.environ.get("LFS_DATA_DIR", "lfs-data")
+# The settings as the app reads them (variables, LFS_CONFIG_FILE): a bad one is one line.
+try:
+    _config = Config.from_env()
+except ConfigError as exc:
+    raise SystemExit(f"lfs-server: error: {exc}") from None
 # A unix socket that only nginx uses: the app trusts body-file paths only from requests
 # carrying the proxy secret that the generated nginx config adds.
-bind = f"unix:{Path(data).resolve() / 'run' / 'gunicorn.sock'}"
-workers = int(os.environ.get("LFS_WORKERS", "2"))
+bind = f"unix:{_config.run_dir / 'gunicorn.sock'}"
+workers = _config.workers
 # Threads, so that a worker waiting for an fsync, a close or the database answers other
 # requests meanwhile; gunicorn's own error pages (requests it cannot parse) are git-lfs
 # JSON, like the app's. 4 per worker (a constant, not a setting): git-lfs keeps 8
@@ -39,7 +41,7 @@ accesslog = None
 
 def on_starting(server: Any) -> None:
     """In the master, before any worker: a fresh metrics folder the workers share."""
-    prepare_multiprocess_dir(Config.from_env().run_dir, clear=True)
+    prepare_multiprocess_dir(_config.run_dir, clear=True)
 
 
 def child_exit(server: Any, worker: Any) -> None:
