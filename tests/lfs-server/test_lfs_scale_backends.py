@@ -154,3 +154,66 @@ def test_proxy_downloads_pass_no_client_header_but_range_to_the_store(server: Se
     part = requests.get(action["href"], headers={**action["header"], "Range": "bytes=10-19"},
                         timeout=30)  # fmt: skip
     assert part.status_code == 206 and part.content == data[10:20]
+
+
+class _Trickle(io.BytesIO):
+    """A stream that answers at most 1000 bytes a read, as a socket may."""
+
+    def read(self, size: int | None = -1) -> bytes:
+        return super().read(1000 if size is None or size < 0 else min(size, 1000))
+
+
+SMALL = os.urandom(4096)  # under the S3 store's in-memory limit: no temporary file at all
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (SMALL + b"!", "longer than the object's size"),
+        (SMALL[:-1], f"body is {len(SMALL) - 1} bytes but the object's size is {len(SMALL)}"),
+        (bytes([SMALL[0] ^ 1]) + SMALL[1:], "SHA-256"),
+    ],
+    ids=["too long", "too short", "wrong hash"],
+)
+def test_publish_stream_checks_a_small_body_before_sending_it(
+    store: ObjectStore, body: bytes, fragment: str
+) -> None:
+    """A small streamed upload (nginx's inline upload of a few KiB) is checked in memory
+    on S3: the wrong body is refused and nothing is stored; the right one, read in short
+    pieces, lands whole."""
+    oid = oid_of(SMALL)
+    with pytest.raises(VerifyError, match=fragment):
+        store.publish_stream(_Trickle(body), "small/r", oid, len(SMALL))
+    assert store.stored_size("small/r", oid) is None
+    store.publish_stream(_Trickle(SMALL), "small/r", oid, len(SMALL))
+    [stored] = store.iter_objects("small/r")
+    assert store.hash_object(stored) == (oid, len(SMALL))
+    if store.kind == "s3":
+        assert not store.tmp_dir.exists() or list(store.tmp_dir.iterdir()) == []
+
+
+def test_s3_multipart_upload_lands_whole(
+    ceph: Ceph, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large object goes up in parts (with the CRC32 botocore's default used to add); the
+    gateway assembles them into exactly the verified bytes."""
+    from boto3.s3.transfer import TransferConfig
+    from lfs_server.backends import s3
+
+    env = {"LFS_DATA_DIR": str(tmp_path)}
+    env.update(ceph.s3_env(ceph.create_bucket(f"lfs-parts-{secrets.token_hex(6)}")))
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(var, env[var])
+    store = open_store(Config.from_env(env))
+    # Parts of S3's smallest size, so that 11 MiB makes three of them.
+    monkeypatch.setattr(s3, "MULTIPART_THRESHOLD", 5 << 20)
+    store._transfer = TransferConfig(multipart_threshold=5 << 20, multipart_chunksize=5 << 20)  # type: ignore[attr-defined]
+    body = os.urandom(11 << 20)
+    source = tmp_path / "body"
+    source.write_bytes(body)
+    store.publish(source, "parts/r", oid_of(body), len(body))
+    key = store.key("parts/r", oid_of(body))  # type: ignore[attr-defined]
+    head = ceph.client().head_object(Bucket=env["LFS_S3_BUCKET"], Key=key)  # type: ignore[attr-defined]
+    assert head["ETag"].strip('"').endswith("-3"), head["ETag"]  # assembled from 3 parts
+    [stored] = store.iter_objects("parts/r")
+    assert store.hash_object(stored) == (oid_of(body), len(body))

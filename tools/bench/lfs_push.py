@@ -2,7 +2,7 @@
 """Small objects through a real `git lfs push`: lfs-server against a trivial-app floor.
 
     tools/bench/lfs_push.py [--objects 500] [--size-kib 4] [--rounds 3] [--workers 2]
-                            [--json FILE]
+                            [--s3] [--json FILE]
 
 Makes one git repository holding N random objects of the given size (tracked by git-lfs),
 then, --rounds times, pushes them all with `git lfs push --all` (git-lfs's own 8 transfers
@@ -23,11 +23,22 @@ Prints objects/s for each (median over the rounds), their ratio (issue 25's goal
 git-lfs client, and the TCP connections nginx saw per round (`conn=` in its access log,
 where the configuration logs it). `--json FILE` writes every number.
 Needs nginx, git and git-lfs; loopback only.
+
+`--s3` starts its own Ceph RADOS Gateway and PostgreSQL (tools/lfs_engines.py, as the
+tests do) and runs lfs-server on them (S3 store, proxy mode, one node). Each round then
+also measures **boto3's floor**: in this process, single-threaded, the boto3 calls one
+pushed object must cost (the batch's HEAD of a missing key, then one PUT of the body from
+a file), made with lfs-server's own S3 client (`S3Store`), timed with `time.process_time`.
+It prints the app's CPU per object (the gunicorn workers only: not nginx, not the
+gunicorn master, not radosgw), the floor, and the difference against issue 25's goal
+(app <= floor + 3 ms). The floor with boto3's default client configuration is printed too.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import importlib.util
 import json
 import os
@@ -287,17 +298,20 @@ def push_round(git: Git, src: Path, side: Side, repo: str, objects: int) -> dict
     roots = [p.pid for p in side.procs]
     log_start = side.log.stat().st_size if side.log.exists() else 0
     server_before, client_before = tree_cpu(roots), children_cpu()
+    app_before = worker_cpu(roots)
     started = time.perf_counter()
     git("lfs", "push", "--all", "origin", cwd=src)
     seconds = time.perf_counter() - started
     client = children_cpu() - client_before
     server = tree_cpu(roots) - server_before
+    app = worker_cpu(roots) - app_before
     return {
         "side": side.name,
         "repo": repo,
         "seconds": seconds,
         "objects_per_s": objects / seconds,
         "server_cpu_ms_per_object": 1000 * server / objects,
+        "app_cpu_ms_per_object": 1000 * app / objects,
         "client_cpu_ms_per_object": 1000 * client / objects,
         "connections": connections(side.log, log_start) if side.log.exists() else None,
     }
@@ -311,6 +325,113 @@ def stored_objects(work: Path, repo: str) -> int:
     return sum(1 for p in folder.rglob("*") if p.is_file())
 
 
+# --- S3 mode: engines, the boto3 floor, the gunicorn workers' CPU ---------------------------
+
+S3_GOAL_MS = 3.0  # issue 25: app CPU per object <= boto3's floor + 3 ms
+
+
+def start_engines(work: Path) -> tuple[Any, Any]:
+    """Ceph RGW and PostgreSQL (tools/lfs_engines.py); the S3 + database settings go into
+    os.environ, which lfs-server inherits."""
+    from lfs_engines import start_ceph, start_postgres
+
+    ceph = start_ceph()
+    try:
+        pg = start_postgres(fsync=True)
+    except BaseException:
+        ceph.stop()
+        raise
+    bucket = ceph.create_bucket("lfs-push")
+    os.environ.update(ceph.s3_env(bucket))
+    os.environ["LFS_DATABASE_URL"] = pg.create_database("lfs_push")
+    os.environ["LFS_SECRET_KEY_FILE"] = str(work / "secret.key")
+    return ceph, pg
+
+
+def s3_store(work: Path) -> Any:
+    """lfs-server's S3 store (its client, its configuration) for the caller's settings."""
+    from lfs_server.backends.s3 import S3Store
+
+    return S3Store(
+        os.environ["LFS_S3_BUCKET"],
+        tmp_dir=work / "floor-tmp",
+        prefix=os.environ.get("LFS_S3_PREFIX", ""),
+        endpoint=os.environ["LFS_S3_ENDPOINT"],
+        region=os.environ.get("LFS_S3_REGION", "us-east-1"),
+    )
+
+
+def default_client() -> Any:
+    """boto3's client with its default configuration (path-style addressing only)."""
+    import boto3
+    from botocore.config import Config as BotoConfig
+
+    return boto3.session.Session().client(
+        "s3",
+        endpoint_url=os.environ["LFS_S3_ENDPOINT"],
+        region_name=os.environ.get("LFS_S3_REGION", "us-east-1"),
+        config=BotoConfig(s3={"addressing_style": "path"}),
+    )
+
+
+def boto3_floor(client: Any, bucket: str, src: Path, repo: str, objects: int) -> float:
+    """CPU ms per object of exactly the S3 calls one pushed object costs, in this process
+    and thread: HEAD of the (missing) key, as the upload batch asks, then one PUT of the
+    file's bytes, as the upload does."""
+    import botocore.exceptions
+
+    files = sorted(src.glob("o*.bin"))[:objects]
+    oids = [hashlib.sha256(path.read_bytes()).hexdigest() for path in files]
+    keys = [f"{repo}.git/objects/{oid[:2]}/{oid[2:4]}/{oid}" for oid in oids]
+    client.head_bucket(Bucket=bucket)  # connection made before the clock starts
+    started = time.process_time()
+    for path, key in zip(files, keys, strict=True):
+        # 404: not stored yet, as for every object of a push.
+        with contextlib.suppress(botocore.exceptions.ClientError):
+            client.head_object(Bucket=bucket, Key=key)
+        with open(path, "rb") as body:
+            client.put_object(
+                Bucket=bucket,
+                Key=key,
+                Body=body,
+                ContentLength=path.stat().st_size,
+                ContentType="application/octet-stream",
+            )
+    return 1000 * (time.process_time() - started) / len(files)
+
+
+def s3_stored(client: Any, bucket: str, repo: str) -> int:
+    """Objects the bucket holds under *repo*'s object keys."""
+    pages = client.get_paginator("list_objects_v2").paginate(
+        Bucket=bucket, Prefix=f"{repo}.git/objects/"
+    )
+    return sum(len(page.get("Contents", [])) for page in pages)
+
+
+def worker_cpu(roots: list[int]) -> float:
+    """CPU seconds of the gunicorn workers under *roots* (processes whose parent is the
+    gunicorn master): the app's own time, without nginx or gunicorn's master."""
+    import psutil
+
+    total = 0.0
+    for root in roots:
+        try:
+            tree = psutil.Process(root).children(recursive=True)
+        except psutil.NoSuchProcess:
+            continue
+        for proc in tree:
+            try:
+                with proc.oneshot():
+                    parent = proc.parent()
+                    if parent is None or "gunicorn" not in " ".join(parent.cmdline()):
+                        continue
+                    times = proc.cpu_times()
+            except (psutil.NoSuchProcess, psutil.ZombieProcess):
+                continue
+            total += times.user + times.system
+    return total
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -319,6 +440,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size-kib", type=int, default=4, help="object size in KiB (4)")
     parser.add_argument("--rounds", type=int, default=3, help="pushes to each server (3)")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (2)")
+    parser.add_argument(
+        "--s3",
+        action="store_true",
+        help="run lfs-server on its own Ceph RGW + PostgreSQL and measure boto3's floor",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write every number to FILE")
     args = parser.parse_args(argv)
     if args.objects < 1 or args.size_kib < 1 or args.rounds < 1 or args.workers < 1:
@@ -330,7 +456,12 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="lfs-push-", dir="/tmp"))
     work.chmod(0o755)
     sides: list[Side] = []
+    engines: tuple[Any, ...] = ()
+    floors: list[dict[str, float]] = []
     try:
+        if args.s3:
+            engines = start_engines(work)
+            store, plain = s3_store(work), default_client()
         sides = [start_lfs_server(work, args.workers), start_floor(work, args.workers)]
         git = Git(work, [s.url for s in sides])
         src = make_repo(git, work, args.objects, args.size_kib << 10)
@@ -342,6 +473,8 @@ def main(argv: list[str] | None = None) -> int:
                 result = push_round(git, src, side, f"bench/push{r}", args.objects)
                 if side.name == "lfs-server":
                     result["stored"] = stored_objects(work, f"bench/push{r}")
+                    if args.s3:
+                        result["stored"] = s3_stored(store.client, store.bucket, f"bench/push{r}")
                     if result["stored"] not in (-1, args.objects):
                         raise SystemExit(
                             f"round {r}: lfs-server stored {result['stored']} of"
@@ -355,10 +488,29 @@ def main(argv: list[str] | None = None) -> int:
                     f"  connections {result['connections']}",
                     flush=True,
                 )
+            if args.s3:
+                # The same objects, the same calls, single-threaded in this process; the
+                # two clients alternate who goes first.
+                clients = [("floor_ms", store.client), ("default_ms", plain)]
+                floor: dict[str, float] = {}
+                for label, client in clients if r % 2 == 0 else clients[::-1]:
+                    repo = f"bench/boto{r}-{label}"
+                    floor[label] = boto3_floor(client, store.bucket, src, repo, args.objects)
+                app = next(x for x in reversed(rounds) if x["side"] == "lfs-server")
+                floor["app_ms"] = app["app_cpu_ms_per_object"]
+                floors.append(floor)
+                print(
+                    f"round {r + 1} boto3 floor {floor['floor_ms']:5.2f} ms CPU/object"
+                    f" (default client {floor['default_ms']:5.2f});"
+                    f" app (gunicorn workers) {floor['app_ms']:5.2f}",
+                    flush=True,
+                )
         load_end = os.getloadavg()[0]
     finally:
         for side in sides:
             side.stop()
+        for engine in reversed(engines):
+            engine.stop()
         shutil.rmtree(work, ignore_errors=True)
     summary: dict[str, Any] = {}
     for name in SIDES:
@@ -382,6 +534,20 @@ def main(argv: list[str] | None = None) -> int:
         )
     goal = "met" if ratio >= 0.6 else "NOT met"
     print(f"  ratio lfs-server/floor {ratio:.2f}x (goal >= 0.60x for the local store: {goal})")
+    s3: dict[str, float] = {}
+    if args.s3:
+        s3 = {key: statistics.median(f[key] for f in floors) for key in floors[0]}
+        s3["over_floor_ms"] = s3["app_ms"] - s3["floor_ms"]
+        met = "met" if s3["over_floor_ms"] <= S3_GOAL_MS else "NOT met"
+        print(
+            f"  S3: app (gunicorn workers) {s3['app_ms']:5.2f} ms CPU/object, boto3 floor"
+            f" {s3['floor_ms']:5.2f} (HEAD + PUT with lfs-server's client; default client"
+            f" {s3['default_ms']:5.2f})"
+        )
+        print(
+            f"  S3: app - floor = {s3['over_floor_ms']:+.2f} ms/object"
+            f" (goal <= +{S3_GOAL_MS:.0f} ms: {met})"
+        )
     print(f"  load average {load_start:.2f} -> {load_end:.2f} on {os.cpu_count()} CPUs")
     if args.json:
         write_json(
@@ -395,6 +561,7 @@ def main(argv: list[str] | None = None) -> int:
                 "summary": summary,
                 "ratio": ratio,
                 "load_average": [load_start, load_end],
+                **({"s3": s3, "s3_rounds": floors} if args.s3 else {}),
             },
         )
     return 0

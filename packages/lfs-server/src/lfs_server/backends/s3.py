@@ -4,12 +4,12 @@ Keys mirror the local layout: `<prefix><repo>.git/objects/aa/bb/<oid>`, so a mig
 is a copy, and `<prefix>_repos/<repo>` marks that a repository exists (object keys always
 have `.git/objects/` after the repository name and markers never do, so they cannot meet).
 
-Nothing unverified becomes visible: an upload lands on the node's disk first (nginx's body
-file, or a temporary file), its size and SHA-256 are checked there, and only then is it
-put under its oid. A single PUT is atomic in S3; a large object goes up as a multipart
-upload, which S3 shows under its key only once completed. A node killed mid-upload leaves
-at most an incomplete multipart upload (invisible): `cleanup` aborts those older than an
-hour, and `serve` and `fsck` call it.
+Nothing unverified becomes visible: an upload lands on the node first (nginx's body file,
+a temporary file, or memory for a small streamed one), its size and SHA-256 are checked
+there, and only then is it put under its oid. A single PUT is atomic in S3; a large object
+goes up as a multipart upload, which S3 shows under its key only once completed. A node
+killed mid-upload leaves at most an incomplete multipart upload (invisible): `cleanup`
+aborts those older than an hour, and `serve` and `fsck` call it.
 
 Credentials come the AWS way (environment, shared files, profiles): boto3's default
 chain; nothing here reads or prints them.
@@ -35,6 +35,7 @@ from lfs_server.backends.base import (
     ObjectReader,
     StoredObject,
     StoreUnavailable,
+    VerifyError,
 )
 from lfs_server.backends.shared import spooled_upload, verify_file
 from lfs_server.validation import OID_RE, ApiError, check_oid, normalize_repo
@@ -57,6 +58,9 @@ _HEAD_THREADS = 16
 # under their oid; only `fsck --quarantine` removes one, and never one just verified.
 _RECENT_SECONDS = 60.0
 _RECENT_MAX = 4096
+# An upload streamed to the app (nginx's inline small upload, SSH, seed) up to this size is
+# checked and sent from memory: no temporary file to create, write, reopen and remove.
+_IN_MEMORY_MAX = 1 << 20
 
 
 def _is_repo_name(name: str) -> bool:
@@ -72,6 +76,25 @@ def _missing(exc: Exception) -> bool:
     code = str(response.get("Error", {}).get("Code", ""))
     status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
     return status == 404 or code in ("404", "NoSuchKey", "NotFound")
+
+
+def _read_verified(stream: BinaryIO, oid: str, size: int) -> bytes:
+    """The whole of *stream* if it is exactly object (oid, size), else VerifyError (the
+    messages of `spooled_upload`); reads at most one byte past *size*."""
+    parts = []
+    got = 0
+    while got <= size and (chunk := stream.read(min(CHUNK, size + 1 - got))):
+        parts.append(chunk)
+        got += len(chunk)
+    if got > size:
+        raise VerifyError(f"body is longer than the object's size {size}")
+    if got != size:
+        raise VerifyError(f"body is {got} bytes but the object's size is {size}")
+    body = b"".join(parts)
+    digest = hashlib.sha256(body).hexdigest()
+    if digest != oid:
+        raise VerifyError(f"body's SHA-256 is {digest}, not the oid {oid}")
+    return body
 
 
 class S3Store:
@@ -120,15 +143,25 @@ class S3Store:
         )
         self._client_error = botocore.exceptions.ClientError
         # Few, quick retries: a store that is down answers 503 within seconds, and the
-        # git-lfs client retries the transfer itself.
-        config = BotoConfig(
-            s3={"addressing_style": "path"},
-            signature_version="s3v4",
-            retries={"max_attempts": 3, "mode": "standard"},
-            connect_timeout=3,
-            read_timeout=60,
-            max_pool_connections=32,
-        )
+        # git-lfs client retries the transfer itself. Our parameters are built here, never
+        # taken from a request: boto3's validation of them cost 0.1 ms a call (issue 25).
+        options: dict[str, Any] = {
+            "s3": {"addressing_style": "path"},
+            "signature_version": "s3v4",
+            "retries": {"max_attempts": 3, "mode": "standard"},
+            "connect_timeout": 3,
+            "read_timeout": 60,
+            "max_pool_connections": 32,
+            "parameter_validation": False,
+        }
+        # botocore >= 1.36 adds a CRC32 to every PUT by default: a second pass over the
+        # body that an upload checked against its SHA-256 here does not need (the request
+        # is signed with the body's SHA-256 where it has no checksum; S3 checks that).
+        # Multipart uploads still send CRC32 (`_put`), where the SHA-256 would cost more.
+        self._crc_parts = "request_checksum_calculation" in BotoConfig.OPTION_DEFAULTS
+        if self._crc_parts:
+            options["request_checksum_calculation"] = "when_required"
+        config = BotoConfig(**options)
         self.client: Any = boto3.session.Session().client(
             "s3", endpoint_url=endpoint or None, region_name=region or None, config=config
         )
@@ -349,12 +382,11 @@ class S3Store:
                         ContentType="application/octet-stream",
                     )
             else:
+                extra = {"ContentType": "application/octet-stream"}
+                if self._crc_parts:
+                    extra["ChecksumAlgorithm"] = "CRC32"  # botocore's default before ours
                 self.client.upload_file(
-                    str(source),
-                    self.bucket,
-                    key,
-                    ExtraArgs={"ContentType": "application/octet-stream"},
-                    Config=self._transfer,
+                    str(source), self.bucket, key, ExtraArgs=extra, Config=self._transfer
                 )
 
     def check_landed(self, repo: str, oid: str, size: int) -> None:
@@ -368,9 +400,24 @@ class S3Store:
             )
 
     def publish_stream(self, stream: BinaryIO, repo: str, oid: str, size: int) -> None:
-        """Spool *stream* to a local temporary file, verifying it on the way, then put it."""
-        with spooled_upload(stream, self.tmp_dir, oid, size) as tmp:
-            self._put(tmp, repo, oid, size)
+        """Verify *stream* holds (oid, size), then put it: a small body from memory, a
+        larger one spooled to a local temporary file on the way.
+
+        On a mismatch VerifyError is raised and nothing is sent.
+        """
+        if size <= _IN_MEMORY_MAX:
+            body = _read_verified(stream, oid, size)
+            with self._calls("storing an object"):
+                self.client.put_object(
+                    Bucket=self.bucket,
+                    Key=self.key(repo, oid),
+                    Body=body,
+                    ContentLength=size,
+                    ContentType="application/octet-stream",
+                )
+        else:
+            with spooled_upload(stream, self.tmp_dir, oid, size) as tmp:
+                self._put(tmp, repo, oid, size)
         self._remember(repo, oid, size)
 
     def iter_objects(self, repo: str | None = None) -> Iterator[StoredObject]:
