@@ -10,7 +10,8 @@ tools/lfs_engines.py, as the tests do) and lfs-server nodes on loopback, then me
 in the same run so that the ratios compare like with like:
 
 1. GET of one --big-mib object: through a node in proxy mode (nginx streams from the
-   store via X-Accel-Redirect) vs a direct presigned GET from the store.
+   store via X-Accel-Redirect) vs a direct presigned GET from the store, in pairs whose
+   order alternates, with the CPU each GET cost the node, Ceph and the client.
    Goal: proxy >= 0.9x direct (median of --runs).
 2. git push + fresh clone of --small x 4 KiB and --medium x 10 MiB objects through a
    front nginx (as deploy/lb-nginx.conf) to one node vs to two nodes: objects/s.
@@ -31,6 +32,7 @@ by the engines, the nodes and the clients, so absolute numbers are what this box
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -41,7 +43,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
+import psutil
 import requests
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,7 +147,7 @@ def timed_get(url: str, headers: dict[str, str], expect: str) -> float:
     return elapsed
 
 
-def bench_get(node: Node, ceph: Ceph, bucket: str, big_mib: int, runs: int) -> dict[str, float]:
+def bench_get(node: Node, ceph: Ceph, bucket: str, big_mib: int, runs: int) -> dict[str, Any]:
     """Median MiB/s of a big GET in proxy mode vs a direct presigned GET."""
     data = os.urandom(big_mib * MIB)
     oid = hashlib.sha256(data).hexdigest()
@@ -158,12 +162,52 @@ def bench_get(node: Node, ceph: Ceph, bucket: str, big_mib: int, runs: int) -> d
         "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=600
     )
     proxy, direct = [], []
-    for _ in range(runs):
+    # CPU seconds per GET of: the node's processes (nginx; the app's one request), Ceph's
+    # daemons (radosgw, OSD), and this client (requests + SHA-256): what the proxy adds.
+    cpu: dict[str, list[tuple[float, float, float]]] = {"proxy": [], "direct": []}
+    engines = [psutil.Process(pid) for pid in ceph.pids.values()]
+
+    def measured(which: str, url: str, headers: dict[str, str]) -> float:
+        before = (lfs_load.tree_cpu([node.proc.pid]), _cpu(engines), time.process_time())
+        speed = big_mib / timed_get(url, headers, oid)
+        after = (lfs_load.tree_cpu([node.proc.pid]), _cpu(engines), time.process_time())
+        node_cpu = sum(after[0].values()) - sum(before[0].values())
+        cpu[which].append((node_cpu, after[1] - before[1], after[2] - before[2]))
+        return speed
+
+    for run in range(runs):
         action = batch(node.url, "bench/big", "download", [{"oid": oid, "size": big_mib * MIB}])
         dl = action[0]["actions"]["download"]
-        proxy.append(big_mib / timed_get(dl["href"], dl["header"], oid))
-        direct.append(big_mib / timed_get(presigned, {}, oid))
-    return {"proxy_mib_s": statistics.median(proxy), "direct_mib_s": statistics.median(direct)}
+        # Alternating which goes first, so that neither side always finds the gateway and
+        # the OSD warmed up by the other.
+        for which in ("proxy", "direct") if run % 2 == 0 else ("direct", "proxy"):
+            if which == "proxy":
+                proxy.append(measured(which, dl["href"], dl["header"]))
+            else:
+                direct.append(measured(which, presigned, {}))
+    return {
+        "proxy_mib_s": statistics.median(proxy),
+        "direct_mib_s": statistics.median(direct),
+        "pair_ratio": statistics.median(p / d for p, d in zip(proxy, direct, strict=True)),
+        "proxy_runs": proxy,
+        "direct_runs": direct,
+        **{
+            f"{which}_cpu_s": {
+                part: statistics.median(c[i] for c in cpu[which])
+                for i, part in enumerate(("node", "engines", "client"))
+            }
+            for which in cpu
+        },
+    }
+
+
+def _cpu(procs: list[psutil.Process]) -> float:
+    total = 0.0
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            times = proc.cpu_times()
+            total += times.user + times.system
+    return total
 
 
 def git(env: dict[str, str], *args: str, cwd: Path | None = None) -> None:
@@ -314,6 +358,15 @@ def main(argv: list[str] | None = None) -> int:
                   f"presigned {get['direct_mib_s']:.0f} MiB/s: {ratio:.2f}x (goal >= 0.9x: "
                   f"{'met' if ok else 'NOT met'}; load average "
                   f"{os.getloadavg()[0]:.2f})", flush=True)  # fmt: skip
+            print("GET runs (MiB/s, proxy/direct): " + "  ".join(
+                f"{p:.0f}/{d:.0f}" for p, d in zip(get["proxy_runs"], get["direct_runs"],
+                                                   strict=True)
+            ) + f"; median of the pairs' ratios {get['pair_ratio']:.2f}x", flush=True)  # fmt: skip
+            for which in ("proxy", "direct"):
+                c = get[f"{which}_cpu_s"]
+                print(f"GET CPU s per {which} GET (medians): node (nginx + app) "
+                      f"{c['node']:.3f}, radosgw + OSD {c['engines']:.3f}, client "
+                      f"{c['client']:.3f}; total {sum(c.values()):.3f}", flush=True)  # fmt: skip
 
         if not args.skip_git:
             fronts = [Front(root, nodes[:1], "front1"), Front(root, nodes, "front2")]

@@ -140,8 +140,14 @@ def _s3_blocks(config: Config) -> tuple[str, str]:
             proxy_hide_header x-amz-id-2;
             proxy_hide_header x-rgw-object-type;
             # Unbuffered, in 1 MiB reads: measured 0.91-0.93x of a direct presigned GET for
-            # 300 MiB on an idle machine, against 0.88-0.91x with 16 x 256k buffers.
+            # 300 MiB on an idle machine, against 0.88-0.91x with 16 x 256k buffers; no
+            # other size or buffering did better at load 2-6 (docs/benchmarks/lfs-server.md,
+            # 2026-12-04). What is left is nginx copying the body in and out (~0.09 s CPU
+            # per 300 MiB in ~850 syscalls), which a CPU-bound machine pays in speed.
+            # Never spooled to disk, whatever the gateway's X-Accel-Buffering says.
             proxy_buffering off;
+            proxy_ignore_headers X-Accel-Buffering;
+            proxy_max_temp_file_size 0;
             proxy_buffer_size 1m;
             proxy_buffers 4 1m;
             proxy_read_timeout 600s;
