@@ -29,11 +29,12 @@ def test_push_bench_runs_both_sides_and_stores_every_object(tmp_path: Path) -> N
     # Interleaved, the first side alternating: lfs-server, floor, floor, lfs-server.
     assert sides == ["lfs-server", "floor", "floor", "lfs-server"], sides
     for run in report["rounds"]:
-        assert run["objects_per_s"] > 0 and run["server_cpu_ms_per_object"] > 0, run
+        # The floor's whole CPU for 20 objects can fall under psutil's 10 ms tick: >= 0.
+        assert run["objects_per_s"] > 0 and run["server_cpu_ms_per_object"] >= 0, run
         # Connections kept: git-lfs's transfers reuse theirs (one per object before).
         assert run["connections"] is not None and run["connections"] < 20, run
         if run["side"] == "lfs-server":
-            assert run["stored"] == 20, run
+            assert run["stored"] == 20 and run["server_cpu_ms_per_object"] > 0, run
     assert report["ratio"] > 0
 
 
