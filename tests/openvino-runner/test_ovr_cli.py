@@ -504,9 +504,9 @@ def test_shape_values_other_than_free_are_still_refused(
 @pytest.mark.parametrize(
     ("argv", "named"),
     [
-        (["--mean", "123.7,116.3,103.5"], "--mean"),
-        (["--scale", "58.4", "--mean", "0"], "--mean, --scale"),
-        (["--bgr", "--input", "image={npy}"], "--bgr"),
+        (["--mean", "123.7,116.3,103.5"], "--mean only applies"),
+        (["--scale", "58.4", "--mean", "0"], "--mean, --scale only apply"),
+        (["--bgr", "--input", "image={npy}"], "--bgr only applies"),
     ],
 )
 def test_image_options_without_an_image_are_refused(
@@ -521,7 +521,7 @@ def test_image_options_without_an_image_are_refused(
     args = [a.format(npy=npy) for a in argv]
     code, out, err = cli(capsys, "run", net, *args, "--output", tmp_path / "out.npz")
     assert (code, out) == (2, "")
-    assert err.startswith(f"openvino-runner: error: {named} only apply to image inputs (.bmp, ")
+    assert err.startswith(f"openvino-runner: error: {named} to image inputs (.bmp, ")
     assert err.endswith(
         "and no --input is an image; give one (e.g. --input photo.jpg) or leave the option out\n"
     )

@@ -475,8 +475,9 @@ def _image(args: argparse.Namespace) -> ImageOptions:
         files = [parse_assignment(item, "--input")[1] for item in args.input]
         if given and not any(Path(f).suffix.lower() in IMAGE_SUFFIXES for f in files):
             # They only shape how an image becomes a tensor: ignoring them hid a mistake.
+            verb = "applies" if len(given) == 1 else "apply"
             raise RunnerError(
-                f"{', '.join(given)} only apply to image inputs "
+                f"{', '.join(given)} only {verb} to image inputs "
                 f"({', '.join(sorted(IMAGE_SUFFIXES))}), and no --input is an image; "
                 "give one (e.g. --input photo.jpg) or leave the option out"
             )
