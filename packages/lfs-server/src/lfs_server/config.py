@@ -198,6 +198,21 @@ class Config:
                     "holds a character a URL cannot (space, ';', '{', '}', '$', quotes),"
                     f" got {self.s3_endpoint!r}",
                 )
+        if self.public_url:
+            # It begins every action href: git-lfs refuses one without a scheme ("missing
+            # protocol") only after the batch request, in the middle of a push.
+            scheme, sep, rest = self.public_url.partition("://")
+            if (
+                scheme not in ("http", "https")
+                or not sep
+                or not rest.split("/", 1)[0]
+                or any(c.isspace() for c in self.public_url)
+            ):
+                raise _bad(
+                    "public_url",
+                    "must be an http:// or https:// URL, e.g. https://lfs.example.com,"
+                    f" got {self.public_url!r}",
+                )
         if self.database_url and not self.database_url.startswith(("postgresql://", "postgres://")):
             # Never echo the URL: it may carry a password.
             raise _bad(

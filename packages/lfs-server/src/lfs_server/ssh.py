@@ -169,6 +169,8 @@ def _config(args: argparse.Namespace) -> Config:
     try:
         return Config.from_env(None, args.config, data_dir=args.data, public_url=args.url)
     except ConfigError as exc:
+        if exc.key == "public_url" and args.url is not None:  # this command's flag is --url
+            raise CliError(f"--url {exc.problem}") from None
         raise CliError(str(exc)) from None
 
 
