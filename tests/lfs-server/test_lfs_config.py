@@ -101,7 +101,15 @@ def test_file_then_env_then_flags(tmp_path: Path) -> None:
     [
         ('listn = "x:1"\n', "unknown key 'listn' (did you mean 'listen'?); the keys are data_dir,"),
         ('LFS_LISTEN = "x:1"\n', "unknown key 'LFS_LISTEN' (did you mean 'listen'?)"),
-        ("[s3]\nbucket = 'b'\n", "unknown key 's3'; the keys are"),
+        (
+            "[s3]\nbucket = 'b'\n",
+            "[s3] is a table, but settings are top-level keys (did you mean 's3_bucket'?); the",
+        ),
+        (
+            "[server]\nworkers = 4\n",
+            "[server] is a table, but settings are top-level keys (did you mean 'workers'?)",
+        ),
+        ("[x]\ny = 1\n", "[x] is a table, but settings are top-level keys; the keys are data_dir,"),
         ('workers = "four"\n', "workers must be an integer, e.g. workers = 2, got 'four'"),
         ("workers = true\n", "workers must be an integer, e.g. workers = 2, got True (a boolean)"),
         ("anonymous_read = 1\n", "anonymous_read must be true or false, e.g. anonymous_read ="),

@@ -509,6 +509,15 @@ def read_config_file(path: Path) -> dict[str, object]:
     values: dict[str, object] = {}
     for key, value in data.items():
         setting = BY_KEY.get(key)
+        if setting is None and isinstance(value, dict):
+            # `[s3]` + `bucket = ...` reads naturally but is no setting: name the flat key.
+            subs = [f"{key}_{sub}" if f"{key}_{sub}" in BY_KEY else sub for sub in value]
+            close = [sub for sub in subs if sub in BY_KEY]
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(
+                f"{path}: [{key}] is a table, but settings are top-level keys{hint};"
+                f" the keys are {', '.join(BY_KEY)}"
+            )
         if setting is None:
             bare = key.lower().removeprefix("lfs_")  # LFS_LISTEN = ... means listen
             close = [bare] if bare in BY_KEY else difflib.get_close_matches(key, BY_KEY, n=1)
