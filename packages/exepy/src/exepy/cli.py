@@ -17,11 +17,11 @@ from exepy.tkcli import add_tk_build_option, add_tk_command
 
 _BUILD_DESCRIPTION = """\
 Pack MAIN.py and the given files and folders into a Windows executable: the bundle
-resource (RT_RCDATA 200) and the command line '-m MAIN' (RT_RCDATA 201). Paths must lie
-inside the current directory. The exe imports from MAIN's folder, as 'python
-src/main.py' does: names are stored relative to it ('-m main'; a file outside it is
-refused), or relative to the current directory when that folder is a package
-(src/__init__.py: '-m src.main', as 'python -m src.main').
+resource (RT_RCDATA 200) and the command line '-m MAIN' (RT_RCDATA 201). The exe
+imports from MAIN's folder, as 'python src/main.py' does: names are stored relative to
+it ('-m main'; a file outside it is refused), or relative to the current directory when
+that folder is a package (src/__init__.py: '-m src.main', as 'python -m src.main'; then
+every path must lie inside the current directory).
 
 With --runtime (a version fetched by 'exepy runtime fetch', or an embeddable
 distribution's folder) the app is standalone: it runs on a PC without Python.
