@@ -35,9 +35,8 @@ from lfs_server.backends.base import (
     ObjectReader,
     StoredObject,
     StoreUnavailable,
-    VerifyError,
 )
-from lfs_server.backends.shared import spooled_upload, verify_file
+from lfs_server.backends.shared import spooled_upload, verified_chunks, verify_file
 from lfs_server.validation import OID_RE, ApiError, check_oid, normalize_repo
 
 if TYPE_CHECKING:
@@ -76,25 +75,6 @@ def _missing(exc: Exception) -> bool:
     code = str(response.get("Error", {}).get("Code", ""))
     status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
     return status == 404 or code in ("404", "NoSuchKey", "NotFound")
-
-
-def _read_verified(stream: BinaryIO, oid: str, size: int) -> bytes:
-    """The whole of *stream* if it is exactly object (oid, size), else VerifyError (the
-    messages of `spooled_upload`); reads at most one byte past *size*."""
-    parts = []
-    got = 0
-    while got <= size and (chunk := stream.read(min(CHUNK, size + 1 - got))):
-        parts.append(chunk)
-        got += len(chunk)
-    if got > size:
-        raise VerifyError(f"body is longer than the object's size {size}")
-    if got != size:
-        raise VerifyError(f"body is {got} bytes but the object's size is {size}")
-    body = b"".join(parts)
-    digest = hashlib.sha256(body).hexdigest()
-    if digest != oid:
-        raise VerifyError(f"body's SHA-256 is {digest}, not the oid {oid}")
-    return body
 
 
 class S3Store:
@@ -406,7 +386,7 @@ class S3Store:
         On a mismatch VerifyError is raised and nothing is sent.
         """
         if size <= _IN_MEMORY_MAX:
-            body = _read_verified(stream, oid, size)
+            body = b"".join(verified_chunks(stream, oid, size))
             with self._calls("storing an object"):
                 self.client.put_object(
                     Bucket=self.bucket,

@@ -108,6 +108,24 @@ def verify_file(source: Path, oid: str, size: int, *, sync: bool = True) -> None
         raise VerifyError(f"body's SHA-256 is {digest}, not the oid {oid}")
 
 
+def verified_chunks(stream: BinaryIO, oid: str, size: int) -> Iterator[bytes]:
+    """The chunks of *stream*, raising VerifyError (after the last one) unless they are
+    exactly object (oid, size); a body longer than *size* is refused as soon as it passes
+    *size*, reading at most one byte past it."""
+    digest = hashlib.sha256()
+    got = 0
+    while got <= size and (chunk := stream.read(min(CHUNK, size + 1 - got))):
+        got += len(chunk)
+        if got > size:
+            raise VerifyError(f"body is longer than the object's size {size}")
+        digest.update(chunk)
+        yield chunk
+    if got != size:
+        raise VerifyError(f"body is {got} bytes but the object's size is {size}")
+    if digest.hexdigest() != oid:
+        raise VerifyError(f"body's SHA-256 is {digest.hexdigest()}, not the oid {oid}")
+
+
 @contextlib.contextmanager
 def spooled_upload(
     stream: BinaryIO, tmp_dir: Path, oid: str, size: int, *, sync: bool = False
@@ -130,20 +148,10 @@ def spooled_upload(
     try:
         try:
             os.fchmod(fd, 0o444)  # whatever the umask
-            digest = hashlib.sha256()
-            written = 0
-            while chunk := stream.read(CHUNK):
-                written += len(chunk)
-                if written > size:
-                    raise VerifyError(f"body is longer than the object's size {size}")
-                digest.update(chunk)
+            for chunk in verified_chunks(stream, oid, size):
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(fd, view) :]
-            if written != size:
-                raise VerifyError(f"body is {written} bytes but the object's size is {size}")
-            if digest.hexdigest() != oid:
-                raise VerifyError(f"body's SHA-256 is {digest.hexdigest()}, not the oid {oid}")
             if sync:
                 os.fsync(fd)
         finally:
