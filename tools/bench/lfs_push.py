@@ -374,7 +374,7 @@ def default_client() -> Any:
     )
 
 
-def boto3_floor(client: Any, bucket: str, src: Path, repo: str, objects: int) -> float:
+def boto3_floor(client: Any, store: Any, src: Path, repo: str, objects: int) -> float:
     """CPU ms per object of exactly the S3 calls one pushed object costs, in this process
     and thread: HEAD of the (missing) key, as the upload batch asks, then one PUT of the
     file's bytes, as the upload does."""
@@ -382,7 +382,8 @@ def boto3_floor(client: Any, bucket: str, src: Path, repo: str, objects: int) ->
 
     files = sorted(src.glob("o*.bin"))[:objects]
     oids = [hashlib.sha256(path.read_bytes()).hexdigest() for path in files]
-    keys = [f"{repo}.git/objects/{oid[:2]}/{oid[2:4]}/{oid}" for oid in oids]
+    keys = [store.key(repo, oid) for oid in oids]  # the store's own layout
+    bucket = store.bucket
     client.head_bucket(Bucket=bucket)  # connection made before the clock starts
     started = time.process_time()
     for path, key in zip(files, keys, strict=True):
@@ -495,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
                 floor: dict[str, float] = {}
                 for label, client in clients if r % 2 == 0 else clients[::-1]:
                     repo = f"bench/boto{r}-{label}"
-                    floor[label] = boto3_floor(client, store.bucket, src, repo, args.objects)
+                    floor[label] = boto3_floor(client, store, src, repo, args.objects)
                 app = next(x for x in reversed(rounds) if x["side"] == "lfs-server")
                 floor["app_ms"] = app["app_cpu_ms_per_object"]
                 floors.append(floor)
