@@ -171,6 +171,37 @@ def test_refused_upload_answers_are_lfs_json(api: Api, server: Server) -> None:
     assert r.status_code == 404
 
 
+def test_expect_continue_on_a_refused_upload_writes_nothing(server: Server) -> None:
+    """Issue 25 (low, SECURITY.md): nginx sends `100 Continue` before an error_page's answer,
+    so the 401 follows it; what must hold is that the body the client then sends is dropped
+    as it arrives, never written, and the answer is still LFS JSON."""
+    oid = oid_of(b"e" * 10)
+    length = 64 << 20
+    port = int(server.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(
+            f"PUT /harden/expect.git/info/lfs/upload/{oid}/{length} HTTP/1.1\r\n"
+            f"Host: 127.0.0.1\r\nContent-Length: {length}\r\nExpect: 100-continue\r\n\r\n".encode()
+        )
+        answer = b""
+        while b'"request_id"' not in answer:
+            more = sock.recv(4096)
+            assert more, answer
+            answer += more
+        final = answer.split(b"\r\n\r\n", 1)[1] if answer.startswith(b"HTTP/1.1 100 ") else answer
+        head, body = final.split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 401 "), answer
+        assert b"application/vnd.git-lfs+json" in head and b"credentials" in body, answer
+        sock.settimeout(0.5)
+        sent, chunk = 0, b"\0" * 65536
+        try:
+            while sent < 8 << 20:
+                sent += sock.send(chunk)
+        except OSError:
+            pass  # nginx closed the connection: nothing more to drop
+        assert body_dir_bytes(server) == 0, f"nginx wrote the refused body ({sent} bytes sent)"
+
+
 # --- 4. no 5xx from any header ------------------------------------------------------------
 
 
