@@ -282,3 +282,18 @@ def test_config_shows_a_relative_access_log_where_serve_writes_it(tmp_path: Path
     shown = json.loads(r.stdout)["settings"]["access_log"]
     assert shown == {"value": str(tmp_path / "logs/access.log"), "source": "env",
                      "env": "LFS_ACCESS_LOG"}  # fmt: skip
+
+
+def test_an_error_found_after_loading_names_the_values_origin(tmp_path: Path) -> None:
+    """`serve` finds some problems (an access log it cannot append to) only after loading;
+    the message names the variable, the file's key, the flag or the default it came from."""
+    exc = ConfigError("LFS_WORKERS is bad", key="workers", problem="is bad")
+    assert str(load_config({}).named_by_origin(exc)) == "the default workers is bad"
+    assert str(load_config({"LFS_WORKERS": "3"}).named_by_origin(exc)) == "LFS_WORKERS is bad"
+    conf = tmp_path / "lfs.toml"
+    conf.write_text("workers = 3\n")
+    loaded = load_config({}, conf)
+    assert str(loaded.named_by_origin(exc)) == f"{conf}: workers is bad"
+    assert str(load_config({}, workers=3).named_by_origin(exc)) == "--workers is bad"
+    plain = ConfigError("no key")
+    assert load_config({}).named_by_origin(plain) is plain

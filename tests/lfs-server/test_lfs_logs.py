@@ -168,10 +168,20 @@ def test_unwritable_access_log_is_one_line_at_start_not_500s(tmp_path: Path) -> 
             env=env)  # fmt: skip
     assert r.returncode == 2, r
     assert r.stderr == (
-        f"lfs-server: error: cannot append to the access log {tmp_path} (LFS_ACCESS_LOG): Is a"
-        " directory; name a writable file, or 'stderr' or 'off'\n"
+        f"lfs-server: error: LFS_ACCESS_LOG {tmp_path} cannot be appended to (Is a"
+        " directory); name a writable file, or 'stderr' or 'off'\n"
     )
     assert "serving" not in r.stdout
+    # The message names where the value came from: the config file's key.
+    del env["LFS_ACCESS_LOG"]
+    conf = tmp_path / "lfs.toml"
+    conf.write_text('access_log = "logs"\n')
+    (tmp_path / "logs").mkdir()
+    r = cli("serve", "--no-nginx", "--config", str(conf), "--listen",
+            f"127.0.0.1:{free_port()}", data=tmp_path / "d", env=env)  # fmt: skip
+    assert r.returncode == 2 and r.stderr.startswith(
+        f"lfs-server: error: {conf}: access_log {tmp_path / 'logs'} cannot be appended to"
+    ), r
 
 
 def test_access_log_that_fails_later_never_fails_the_request(

@@ -31,10 +31,11 @@ def check_access_log(target: str | Path) -> None:
         with open(target, "a", encoding="utf-8"):
             pass
     except OSError as exc:
-        raise ConfigError(
-            f"cannot append to the access log {target} (LFS_ACCESS_LOG): {exc.strerror};"
+        problem = (
+            f"{target} cannot be appended to ({exc.strerror});"
             " name a writable file, or 'stderr' or 'off'"
-        ) from None
+        )
+        raise ConfigError(f"LFS_ACCESS_LOG {problem}", key="access_log", problem=problem) from None
 
 
 class _ReopeningHandler(logging.handlers.WatchedFileHandler):

@@ -312,7 +312,8 @@ def _say(args: argparse.Namespace, line: str) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from lfs_server.serve import ServeError, Supervisor
 
-    config = _config(args, **_serve_flags(args))
+    loaded = _load(args, **_serve_flags(args))
+    config = loaded.config
     supervisor = Supervisor(config, use_nginx=not args.no_nginx, out=sys.stdout, err=sys.stderr)
     made_here = not config.root.exists()
     try:
@@ -321,7 +322,9 @@ def _serve(args: argparse.Namespace) -> int:
         # A serve that never started leaves no half-made data folder behind.
         if made_here:
             shutil.rmtree(config.root, ignore_errors=True)
-        if isinstance(exc, (ServeError, ConfigError)):
+        if isinstance(exc, ConfigError):
+            raise CliError(str(loaded.named_by_origin(exc))) from None
+        if isinstance(exc, ServeError):
             raise CliError(str(exc)) from None
         raise
 

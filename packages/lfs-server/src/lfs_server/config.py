@@ -354,6 +354,10 @@ class Loaded:
     sources: dict[str, str]
     file: Path | None
 
+    def named_by_origin(self, exc: ConfigError) -> ConfigError:
+        """*exc*, found after loading (e.g. by `serve`), naming where its value came from."""
+        return _named_by_origin(exc, self.sources, self.file)
+
     def describe(self) -> list[dict[str, object]]:
         """Each setting's effective value (secrets masked), source and variable, in table
         order: what `lfs-server config` prints."""
@@ -418,15 +422,23 @@ def load_config(
     except TypeError as exc:
         raise ConfigError(str(exc)) from None
     except ConfigError as exc:
-        # Name the value's origin: the file and key or the flag the user wrote, not a
-        # variable they never set.
-        source = sources.get(exc.key)
-        if source == "file" and path is not None:
-            raise _relabel(exc, f"{path}: {exc.key}") from None
-        if source == "flag":
-            raise _relabel(exc, _flag(BY_KEY[exc.key])) from None
-        raise
+        raise _named_by_origin(exc, sources, path) from None
     return Loaded(config, sources, path.resolve() if path else None)
+
+
+def _named_by_origin(
+    exc: ConfigError, sources: Mapping[str, str], path: Path | None
+) -> ConfigError:
+    """*exc* naming where its setting's value came from: the file and key or the flag the
+    user wrote, not a variable they never set (unchanged for a variable)."""
+    source = sources.get(exc.key)
+    if source == "file" and path is not None:
+        return _relabel(exc, f"{path}: {exc.key}")
+    if source == "flag":
+        return _relabel(exc, _flag(BY_KEY[exc.key]))
+    if source == "default":
+        return _relabel(exc, f"the default {exc.key.replace('_', ' ')}")
+    return exc
 
 
 def _flag(setting: Setting) -> str:
