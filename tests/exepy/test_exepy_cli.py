@@ -519,6 +519,22 @@ def test_output_as_option(project: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert (code, err) == (0, "") and bundled(project / "b.exe")[0].keys() == {"app.py"}
 
 
+def test_positionals_may_follow_options(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`exepy build OUT --base B MAIN FILES`: argparse alone took OUT from the first run of
+    positionals and called MAIN.py and the files after an option unrecognized."""
+    for out_exe, args in (
+        ("a.exe", ["a.exe", "--base", "base.exe", "app.py", "pkg"]),
+        ("b.exe", ["--base", "base.exe", "b.exe", "app.py", "--windowed", "pkg"]),
+        ("c.exe", ["c.exe", "app.py", "--base", "base.exe", "pkg"]),
+    ):
+        code, _out, err = run_cli(["build", *args], capsys)
+        assert (code, err) == (0, ""), args
+        files, command = bundled(project / out_exe)
+        assert command == ["-m", "app"] and "pkg/util.py" in files, args
+    code, _, err = run_cli(["extract", "--force", "a.exe", "-o", "x"], capsys)
+    assert code == 0 and (project / "x/app.py").is_file(), err
+
+
 def _exepy(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:

@@ -42,6 +42,27 @@ every positional after OUT is a file or folder to bundle.
 An output file is replaced atomically; an existing output folder only with --force."""
 
 
+class _IntermixedParser(argparse.ArgumentParser):
+    """A command's parser that takes positionals after options too
+    (`exepy build app.exe --runtime 3.12 main.py`): plain argparse fills OUT, MAIN and the
+    files from the first run of positionals and calls the rest unrecognized."""
+
+    _parsing = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        nested = any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in self._actions)
+        # Python 3.11's intermixed parse calls this method itself; it cannot nest commands.
+        if self._parsing or nested:
+            return super().parse_known_args(args, namespace)
+        self._parsing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._parsing = False
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of `exepy`."""
     parser = argparse.ArgumentParser(
@@ -52,7 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     _clikit.add_version_option(parser, "exepy")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=_IntermixedParser
+    )
 
     build = commands.add_parser(
         "build",
