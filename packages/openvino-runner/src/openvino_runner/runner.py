@@ -11,6 +11,7 @@ so importing this module, and answering ``openvino-runner --help``, stays instan
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -79,6 +80,25 @@ def _openvino() -> Any:
     import openvino
 
     return openvino
+
+
+def _read_model_holding_stderr(core: Any, path: str) -> Any:
+    """``core.read_model(path)``; what the frontends write to fd 2 is shown after a success
+    and dropped after a failure (each one that tried logs its parse errors, e.g. absl lines
+    from TensorFlow's for a text file: the caller's one-line error replaces them)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            model = core.read_model(path)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        held.seek(0)
+        if text := held.read():
+            os.write(2, text)
+    return model
 
 
 @dataclass(frozen=True)
@@ -227,7 +247,7 @@ class Runner:
         if error is not None:
             raise error
         try:
-            model = self.core.read_model(str(self.path))
+            model = _read_model_holding_stderr(self.core, str(self.path))
         except RuntimeError as exc:
             raise conversion_error(self.path, exc) from None
         if self.shapes:
