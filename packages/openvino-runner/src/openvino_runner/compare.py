@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -163,6 +163,7 @@ def run_onnxruntime(
         raise MissingDependencyError(
             "comparing needs onnxruntime: pip install 'openvino-runner[onnxruntime]'"
         ) from None
+    what = label or (model if isinstance(model, str) else "the model")
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
     if isinstance(model, bytes) and base_dir is not None:
@@ -175,11 +176,33 @@ def run_onnxruntime(
         )
         names = [o.name for o in session.get_outputs()]
         wanted = {i.name for i in session.get_inputs()}
-        outputs = session.run(names, {k: v for k, v in feeds.items() if k in wanted})
     except Exception as exc:  # onnxruntime raises its own exception types
-        what = label or (model if isinstance(model, str) else "the model")
+        raise RunnerError(f"onnxruntime cannot run {what}: {str(exc).strip()[:500]}") from None
+    for port in session.get_inputs():
+        _check_fixed_shape(port.name, port.shape, feeds.get(port.name), what)
+    try:
+        outputs = session.run(names, {k: v for k, v in feeds.items() if k in wanted})
+    except Exception as exc:
         raise RunnerError(f"onnxruntime cannot run {what}: {str(exc).strip()[:500]}") from None
     return [(n, np.asarray(o)) for n, o in zip(names, outputs, strict=True)]
+
+
+def _check_fixed_shape(name: str, fixed: Sequence[Any], feed: Any, what: str) -> None:
+    """Refuse a feed whose shape the ONNX file's fixed dimensions (ints; names and None are
+    free) do not allow: a --shape reshapes OpenVINO's copy of the model, not onnxruntime's."""
+    if feed is None:
+        return
+    shape = list(np.shape(feed))
+    if len(shape) == len(fixed) and all(
+        not isinstance(d, int) or d == got for d, got in zip(fixed, shape, strict=True)
+    ):
+        return
+    file_shape = ",".join(str(d) if isinstance(d, int) else "?" for d in fixed)
+    raise RunnerError(
+        f"input {name!r} is [{','.join(map(str, shape))}] but {what} fixes it at "
+        f"[{file_shape}] for onnxruntime (--shape reshapes OpenVINO's model only); give a "
+        "shape that fits, or compare a model exported with dynamic axes"
+    )
 
 
 def f32_step(magnitude: float) -> float:
