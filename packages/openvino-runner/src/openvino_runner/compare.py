@@ -189,8 +189,9 @@ def run_onnxruntime(
 
 def _check_fixed_shape(name: str, fixed: Sequence[Any], feed: Any, what: str) -> None:
     """Refuse a feed whose shape the ONNX file's fixed dimensions (ints; names and None are
-    free) do not allow: a --shape reshapes OpenVINO's copy of the model, not onnxruntime's."""
-    if feed is None:
+    free) do not allow: a --shape reshapes OpenVINO's copy of the model, not onnxruntime's.
+    An input of unknown rank (onnxruntime reports []) takes any shape."""
+    if feed is None or not fixed:
         return
     shape = list(np.shape(feed))
     if len(shape) == len(fixed) and all(
@@ -200,8 +201,8 @@ def _check_fixed_shape(name: str, fixed: Sequence[Any], feed: Any, what: str) ->
     file_shape = ",".join(str(d) if isinstance(d, int) else "?" for d in fixed)
     raise RunnerError(
         f"input {name!r} is [{','.join(map(str, shape))}] but {what} fixes it at "
-        f"[{file_shape}] for onnxruntime (--shape reshapes OpenVINO's model only); give a "
-        "shape that fits, or compare a model exported with dynamic axes"
+        f"[{file_shape}], and onnxruntime runs the file as it is; give inputs of that shape"
+        " (--shape, --input), or a model exported with dynamic axes"
     )
 
 

@@ -82,23 +82,40 @@ def _openvino() -> Any:
     return openvino
 
 
-def _read_model_holding_stderr(core: Any, path: str) -> Any:
-    """``core.read_model(path)``; what the frontends write to fd 2 is shown after a success
-    and dropped after a failure (each one that tried logs its parse errors, e.g. absl lines
-    from TensorFlow's for a text file: the caller's one-line error replaces them)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
+def _read_model(core: Any, path: Path) -> Any:
+    """``core.read_model(path)``. A file of no known model suffix is offered to every
+    frontend, and each that tries logs its parse errors to fd 2 (TensorFlow's absl lines
+    for a text file): for such a file that output is held, replayed unless the read fails
+    with the RuntimeError the caller turns into one line."""
+    if path.suffix.lower() in FORMATS or not path.is_file():
+        return core.read_model(str(path))
+    try:
+        if sys.stderr is not None:
+            sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no stderr to hold
+        return core.read_model(str(path))
     with tempfile.TemporaryFile() as held:
         os.dup2(held.fileno(), 2)
         try:
-            model = core.read_model(path)
+            model = core.read_model(str(path))
+        except RuntimeError:
+            raise
+        except BaseException:
+            _replay(held, saved)
+            raise
         finally:
             os.dup2(saved, 2)
             os.close(saved)
-        held.seek(0)
-        if text := held.read():
-            os.write(2, text)
+        _replay(held, 2)
     return model
+
+
+def _replay(held: Any, fd: int) -> None:
+    """Write what *held* (a file) holds to *fd*."""
+    held.seek(0)
+    if text := held.read():
+        os.write(fd, text)
 
 
 @dataclass(frozen=True)
@@ -247,7 +264,7 @@ class Runner:
         if error is not None:
             raise error
         try:
-            model = _read_model_holding_stderr(self.core, str(self.path))
+            model = _read_model(self.core, self.path)
         except RuntimeError as exc:
             raise conversion_error(self.path, exc) from None
         if self.shapes:
