@@ -533,6 +533,10 @@ def test_positionals_may_follow_options(project: Path, capsys: pytest.CaptureFix
         assert command == ["-m", "app"] and "pkg/util.py" in files, args
     code, _, err = run_cli(["extract", "--force", "a.exe", "-o", "x"], capsys)
     assert code == 0 and (project / "x/app.py").is_file(), err
+    # After "--" a name may start with a dash, as before.
+    (project / "a.exe").rename(project / "-a.exe")
+    code, out, err = run_cli(["list", "--", "-a.exe"], capsys)
+    assert code == 0 and "RT_RCDATA" in out, err
 
 
 def _exepy(

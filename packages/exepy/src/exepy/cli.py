@@ -53,8 +53,9 @@ class _IntermixedParser(argparse.ArgumentParser):
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
         nested = any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in self._actions)
-        # Python 3.11's intermixed parse calls this method itself; it cannot nest commands.
-        if self._parsing or nested:
+        # Python 3.11's intermixed parse calls this method itself; it cannot nest commands,
+        # and it drops a "--" before its second pass (`exepy list -- -a.exe`).
+        if self._parsing or nested or (args is not None and "--" in args):
             return super().parse_known_args(args, namespace)
         self._parsing = True
         try:
