@@ -288,7 +288,10 @@ def test_an_error_found_after_loading_names_the_values_origin(tmp_path: Path) ->
     """`serve` finds some problems (an access log it cannot append to) only after loading;
     the message names the variable, the file's key, the flag or the default it came from."""
     exc = ConfigError("LFS_WORKERS is bad", key="workers", problem="is bad")
-    assert str(load_config({}).named_by_origin(exc)) == "the default workers is bad"
+    assert (
+        str(load_config({}).named_by_origin(exc))
+        == "the default workers (LFS_WORKERS unset) is bad"
+    )
     assert str(load_config({"LFS_WORKERS": "3"}).named_by_origin(exc)) == "LFS_WORKERS is bad"
     conf = tmp_path / "lfs.toml"
     conf.write_text("workers = 3\n")

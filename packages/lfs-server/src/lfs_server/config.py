@@ -437,7 +437,9 @@ def _named_by_origin(
     if source == "flag":
         return _relabel(exc, _flag(BY_KEY[exc.key]))
     if source == "default":
-        return _relabel(exc, f"the default {exc.key.replace('_', ' ')}")
+        return _relabel(
+            exc, f"the default {exc.key.replace('_', ' ')} ({BY_KEY[exc.key].env} unset)"
+        )
     return exc
 
 
