@@ -236,6 +236,19 @@ def fill_free_dims(dims: Sequence[int | None]) -> tuple[int, ...]:
 # --- output files ----------------------------------------------------------------------
 
 
+def check_writable(target: str | os.PathLike[str], option: str = "") -> None:
+    """Raise CliError unless a file *target* could be written: not a folder, in a folder
+    that exists. `run` checks ``--json FILE`` so, before a long command's work."""
+    path = Path(target)
+    where = f"{option} {target}" if option else str(target)
+    if path.is_dir():
+        raise CliError(f"cannot write {where}: it is a folder; give a file name inside it")
+    folder = path.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise CliError(f"cannot write {where}: the folder {folder} {what}")
+
+
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike[str], option: str = "") -> Iterator[Path]:
     """Yield a temporary path beside *target*; rename it onto *target* if the block succeeds.
@@ -247,13 +260,8 @@ def atomic_path(target: str | os.PathLike[str], option: str = "") -> Iterator[Pa
 
     path = Path(target)
     where = f"{option} {target}" if option else str(target)
-    if path.is_dir():
-        raise CliError(f"cannot write {where}: it is a folder; give a file name inside it")
-    folder = path.parent
-    if not folder.is_dir():
-        what = "is not a folder" if folder.exists() else "does not exist"
-        raise CliError(f"cannot write {where}: the folder {folder} {what}")
-    temporary = folder / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial"
+    check_writable(target, option)
+    temporary = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial"
     try:
         yield temporary
         temporary.replace(path)
@@ -326,9 +334,12 @@ def run(
     if func is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    json_to_stdout = getattr(args, "json", None) == "-"
+    json_to = getattr(args, "json", None)
+    json_to_stdout = json_to == "-"
     known: tuple[type[BaseException], ...] = ()
     try:
+        if isinstance(json_to, str) and json_to and not json_to_stdout:
+            check_writable(json_to, "--json")
         known = tuple(errors() if callable(errors) else errors)
         if json_to_stdout:
             _JSON_STDOUT.append(sys.stdout)

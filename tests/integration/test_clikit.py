@@ -147,6 +147,22 @@ def test_json_file_is_atomic(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
 
 
+@pytest.mark.parametrize("where", ["missing/r.json", "."])
+def test_a_json_file_that_cannot_be_written_stops_before_the_work(
+    tmp_path: Path, where: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A long command (a build, a benchmark) must not run to its end and only then fail."""
+    ran = []
+
+    def func(args: argparse.Namespace) -> int:
+        ran.append(True)
+        return 0
+
+    target = tmp_path / where
+    assert kit.run(_parser(func), ["go", "--json", str(target)]) == 2
+    assert ran == [] and f"cannot write --json {target}" in capsys.readouterr().err
+
+
 def test_atomic_path_keeps_the_old_file_on_error(tmp_path: Path) -> None:
     target = tmp_path / "out.onnx"
     target.write_text("old")
