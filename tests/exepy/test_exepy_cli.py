@@ -539,6 +539,23 @@ def test_positionals_may_follow_options(project: Path, capsys: pytest.CaptureFix
     assert code == 0 and "RT_RCDATA" in out, err
 
 
+def test_out_never_overwrites_a_source(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`exepy build main.py util.py` (the exe's name forgotten) wrote the exe over main.py;
+    an OUT inside a bundled folder overwrote that file."""
+    sources = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
+    for args, words in (
+        (["app.py", "pkg/util.py"], "OUT app.py is a Python script"),
+        (["pkg/data/blob.bin", "app.py", "pkg"], "is a file in pkg, a folder given to bundle"),
+        (["-o", "pkg/data/blob.bin", "app.py", "pkg"], "a folder given to bundle"),
+    ):
+        code, out, err = run_cli(["build", *args, "--base", "base.exe"], capsys)
+        assert (code, out) == (2, "") and words in err and err.count("\n") == 1, (args, err)
+    for name in ("../escaped", "a/b", "", ".."):
+        code, _, err = run_cli(["build", "d", "app.py", "--name", name], capsys)
+        assert code == 2 and "--name is the exe's file name without a folder" in err, name
+    assert {p: p.read_bytes() for p in project.rglob("*") if p.is_file()} == sources
+
+
 def _exepy(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:

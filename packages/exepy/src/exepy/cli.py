@@ -369,6 +369,32 @@ def _warn(messages: Sequence[str]) -> None:
         print(f"exepy: warning: {message}", file=sys.stderr)
 
 
+def _check_output_is_not_an_input(output: Path, inputs: Sequence[Path]) -> None:
+    """Refuse an OUT that would overwrite a source: a script (`exepy build main.py util.py`
+    forgot the exe's name) or a file given to bundle."""
+    from exepy.build import BuildError
+
+    if output.suffix.lower() in (".py", ".pyw"):
+        raise BuildError(
+            f"OUT {os.fspath(output)} is a Python script, which the exe would overwrite: name "
+            "the exe first (exepy build app.exe main.py) or with -o app.exe"
+        )
+    if not output.is_file():
+        return
+    target = output.resolve()
+    for given in inputs:
+        if given.is_file() and given.samefile(output):
+            within = "is also given to bundle"
+        elif given.is_dir() and target.is_relative_to(given.resolve()):
+            within = f"is a file in {os.fspath(given)}, a folder given to bundle"
+        else:
+            continue
+        raise BuildError(
+            f"OUT {os.fspath(output)} {within}, and the exe would overwrite it: name the exe "
+            "first (exepy build app.exe main.py) or with -o app.exe, outside the bundled folders"
+        )
+
+
 def _build(args: argparse.Namespace) -> None:
     import hashlib
 
@@ -397,6 +423,13 @@ def _build(args: argparse.Namespace) -> None:
         )
     else:
         args.main, args.inputs = given[0], given[1:]
+    _check_output_is_not_an_input(args.output, [p for p in (args.main, *args.inputs) if p])
+    if args.name is not None and (
+        not args.name or args.name in (".", "..") or any(c in args.name for c in "/\\:")
+    ):
+        raise BuildError(
+            f"--name is the exe's file name without a folder, e.g. myapp; got {args.name!r}"
+        )
 
     if args.runtime is None:
         if args.onedir or args.onefile or args.name or args.wheel or args.requirement:
