@@ -316,7 +316,7 @@ def test_icon_version_manifest_windowed(project: Path, capsys: pytest.CaptureFix
         (
             ["build", "app.exe", "app.py", "--base", "base.exe", "--icon", "app.py"],
             None,
-            "not an .ico file",
+            "--icon app.py: not an .ico file",
         ),
         (["build", "app.exe", "my-app.py", "--base", "base.exe"], "dash", "module name"),
         (
@@ -602,6 +602,29 @@ def test_runtime_list_json(tmp_path: Path) -> None:
     proc = _exepy("runtime", "list", "--json", "-", env=env)
     assert (proc.returncode, json.loads(proc.stdout)) == (0, [])
     assert "no runtimes in" in proc.stderr
+
+
+def test_runtime_fetch_names_what_went_wrong(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A path given as VERSION points to --from; an old pip's usage error (a Python 3.11
+    venv's own pip 23.2 knows no --progress-bar raw) is named, not "no sdist was found"."""
+    from exepy import runtime
+
+    (tmp_path / "python-3.13.0-embed-amd64.zip").write_bytes(b"")
+    proc = _exepy("runtime", "fetch", "python-3.13.0-embed-amd64.zip", cwd=tmp_path)
+    assert proc.returncode == 2 and "exepy runtime fetch --from python-3.13.0" in proc.stderr
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    venv = tmp_path / "old-pip"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    if sys.platform == "win32":
+        python = venv / "Scripts" / "python.exe"
+    old = subprocess.run([python, "-m", "pip", "--version"], capture_output=True, text=True)
+    if not old.stdout.startswith("pip 2") or int(old.stdout.split()[1].split(".")[0]) >= 24:
+        pytest.skip(f"this Python's venv brings {old.stdout.split()[:2]}, not an old pip")
+    with pytest.raises(runtime.PythonRuntimeError, match="invalid choice: 'raw'"):
+        runtime.fetch_runtime("3.13", pip=[str(python), "-m", "pip"])
 
 
 def test_version_and_completion() -> None:

@@ -259,15 +259,20 @@ def apply_app_resources(
     """Put the icon, version info and manifest (paths relative to *cwd*) into *editor*, and
     mark it a GUI program when *windowed*; used by both the plain and the standalone build.
     """
+    # Each file's format error names the file: "--icon x.txt: not an .ico file: ...".
+    step = ""
     try:
         if icon is not None:
+            step = f"--icon {os.fspath(icon)}: "
             winres.apply_icon(editor, _read(icon, cwd, "icon"))
         if version:
+            step = ""
             winres.apply_version_info(editor, version)
         if manifest is not None:
+            step = f"--manifest {os.fspath(manifest)}: "
             winres.apply_manifest(editor, _read(manifest, cwd, "manifest"))
     except winres.ResourceFormatError as exc:
-        raise BuildError(str(exc)) from None
+        raise BuildError(f"{step}{exc}") from None
     if windowed:
         editor.subsystem = image.IMAGE_SUBSYSTEM_WINDOWS_GUI
 

@@ -541,6 +541,11 @@ def _runtime_fetch(args: argparse.Namespace) -> None:
         result, report = runtime.install_runtime(args.source, args.version, verify=verify)
     elif args.version is None:
         raise runtime.PythonRuntimeError("give a VERSION (e.g. 3.13) or --from ZIP_OR_DIR")
+    elif Path(args.version).exists() or any(c in args.version for c in "/\\"):
+        raise runtime.PythonRuntimeError(
+            f"{args.version} is a path, not a version: give an embeddable distribution with "
+            f"--from (exepy runtime fetch --from {args.version})"
+        )
     else:
         progress = _clikit.progress_enabled(args)
         result, report = runtime.fetch_runtime(args.version, progress=progress, verify=verify)

