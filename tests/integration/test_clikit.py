@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import io
+import os
+import stat
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -171,6 +173,26 @@ def test_atomic_path_keeps_the_old_file_on_error(tmp_path: Path) -> None:
         raise RuntimeError
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["out.onnx"]
+
+
+def test_links_and_devices_are_written_in_place(tmp_path: Path) -> None:
+    """A rename onto /dev/null replaced the device with a regular file (as root); onto a
+    link it replaced the link. Both are written through, as a shell's `>` does."""
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    link = tmp_path / "latest.json"
+    link.symlink_to(real)
+    kit.write_text(link, "new")
+    assert link.is_symlink() and real.read_text() == "new"
+    # A /dev/null of our own (a failure here must not break the machine's).
+    null = tmp_path / "null"
+    try:
+        os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("making a device node needs root")
+    kit.write_text(null, "discarded")
+    assert null.is_char_device()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest.json", "null", "real.json"]
 
 
 @pytest.mark.parametrize("where", ["missing/out.onnx", "."])

@@ -625,7 +625,7 @@ def _sign(args: argparse.Namespace) -> None:
     data = sign.sign_bytes(args.exe.read_bytes(), _sign_options(args), name=target.name)
     with _clikit.atomic_path(target, "-o") as temporary:
         temporary.write_bytes(data)
-        if args.exe.exists():
+        if args.exe.exists() and temporary.is_file():  # never chmod a device (-o /dev/null)
             temporary.chmod(args.exe.stat().st_mode & 0o777)
     print(f"signed {os.fspath(target)}")
 

@@ -254,13 +254,21 @@ def atomic_path(target: str | os.PathLike[str], option: str = "") -> Iterator[Pa
     """Yield a temporary path beside *target*; rename it onto *target* if the block succeeds.
 
     On an error or interrupt the temporary is removed and *target* is left as it was.
-    Messages name the target (and *option*, e.g. ``-o``), never the temporary.
+    Messages name the target (and *option*, e.g. ``-o``), never the temporary. A target
+    that is a symbolic link or no regular file (``/dev/null``, ``/dev/stdout``, a FIFO) is
+    yielded itself and written in place: a rename would replace the link or the device.
     """
     import secrets
 
     path = Path(target)
     where = f"{option} {target}" if option else str(target)
     check_writable(target, option)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        try:
+            yield path
+        except OSError as exc:
+            raise CliError(f"cannot write {where}: {exc.strerror or exc}") from None
+        return
     temporary = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial"
     try:
         yield temporary
