@@ -370,6 +370,68 @@ def test_bad_tolerance_is_a_usage_error(
     assert not (model.parent / "m.xml").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("bench", "-t", "nan"), "expected a finite positive number"),  # ran forever
+        (("quantize", "-o", "q.xml", "--data", ".", "-t", "inf"), "a finite positive number"),
+        (("run", "--seed", "-1"), "expected an integer from 0 to 4294967295"),  # traceback
+        (("convert", "-o", "m.xml", "--check", "--seed", "-1"), "an integer from 0"),
+        (("run", "--image-size", "0,10"), "each at least 1"),  # Pillow's traceback
+        (("run", "--mean", "nan"), "finite numbers"),  # every input silently nan
+        (("run", "--scale", "0"), "not 0"),
+    ],
+)
+def test_option_values_the_run_cannot_use_are_refused(
+    capsys: pytest.CaptureFixture[str], model: Path, args: tuple[str, ...], message: str
+) -> None:
+    command, *rest = args
+    rest = [str(model.parent / a) if a.endswith(".xml") else a for a in rest]
+    with pytest.raises(SystemExit) as exc:
+        main([command, str(model), *rest])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and message in err, err
+    assert not (model.parent / "m.xml").exists()
+
+
+def test_two_outputs_on_one_file_are_refused(
+    capsys: pytest.CaptureFixture[str], model: Path, tmp_path: Path
+) -> None:
+    """`run -o same.json --json same.json` lost the .npz; an IR's .bin counts as written."""
+    same = tmp_path / "same.json"
+    code, _, err = cli(capsys, "run", model, "-o", same, "--json", same)
+    assert code == 2 and "--output and --json would both write" in err and not same.exists()
+    code, _, err = cli(capsys, "profile", model, "--exec-graph", tmp_path / "g.xml",
+                       "--json", tmp_path / "g.bin")  # fmt: skip
+    assert code == 2 and "would both write" in err and not (tmp_path / "g.xml").exists()
+
+
+def test_missing_external_data_file_is_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Like an IR without its .bin: OpenVINO said "Invalid usage of method for externally
+    stored data in file (big.onnx.data, ...)"."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.ones((64, 64), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "external",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
+        [weight],
+    )
+    path = tmp_path / "big.onnx"
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(model, str(path), save_as_external_data=True, location="big.onnx.data")
+    assert cli(capsys, "info", path)[0] == 0
+    (tmp_path / "big.onnx.data").unlink()
+    code, _, err = cli(capsys, "info", path)
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"its external data file {tmp_path / 'big.onnx.data'} does not exist" in err
+
+
 def test_op_without_conversion_rule_names_the_node(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

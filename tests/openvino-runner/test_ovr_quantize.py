@@ -134,6 +134,8 @@ def test_calibration_from_a_folder_of_images(
     [
         ("gone.npz", "does not exist"),
         ("wrong.npz", "no array named 'image'"),
+        ("extra.npz", "an array 'foo'; the model's inputs are 'image'"),
+        ("renamed.npz", "no array named 'image'"),
         ("one.npz", "at least 2 are needed"),
         ("bad.npy", "give samples stacked as (N, ...)"),
         ("model.onnx", "expected a folder of images, an .npy or an .npz"),
@@ -149,6 +151,9 @@ def test_bad_calibration_data(
 ) -> None:
     np.savez(tmp_path / "wrong.npz", x=np.zeros((3, 1, 3, 16, 16), np.float32), y=np.zeros(3))
     np.savez(tmp_path / "one.npz", image=np.zeros((1, 1, 3, 16, 16), np.float32))
+    stack = np.zeros((3, 1, 3, 16, 16), np.float32)
+    np.savez(tmp_path / "extra.npz", image=stack, foo=stack)
+    np.savez(tmp_path / "renamed.npz", foo=stack)  # matched by name: not taken for 'image'
     np.save(tmp_path / "bad.npy", np.zeros((3, 3), np.float32))
     path = model if data == "model.onnx" else tmp_path / data
     code, _, err = cli(

@@ -37,18 +37,41 @@ EXIT_MISMATCH = _clikit.EXIT_NEGATIVE
 
 def _floats(text: str) -> tuple[float, ...]:
     try:
-        return tuple(float(v) for v in text.split(","))
+        values = tuple(float(v) for v in text.split(","))
     except ValueError:
+        values = (math.nan,)
+    if not all(math.isfinite(v) for v in values):  # nan made every input nan, silently
         raise argparse.ArgumentTypeError(
-            f"expected comma-separated numbers such as 123.675,116.28,103.53, got {text!r}"
-        ) from None
+            f"expected comma-separated finite numbers such as 123.675,116.28,103.53, got {text!r}"
+        )
+    return values
+
+
+def _divisors(text: str) -> tuple[float, ...]:
+    values = _floats(text)
+    if 0 in values:
+        raise argparse.ArgumentTypeError(f"a scale divides the pixels: not 0, got {text!r}")
+    return values
 
 
 def _size(text: str) -> tuple[int, int]:
     spec = _clikit.parse_shape(text)
-    if spec.name is not None or len(spec.dims) != 2:
-        raise argparse.ArgumentTypeError(f"image size is HEIGHT,WIDTH, got {text!r}")
+    if spec.name is not None or len(spec.dims) != 2 or min(spec.dims) < 1:
+        raise argparse.ArgumentTypeError(
+            f"image size is HEIGHT,WIDTH, each at least 1, got {text!r}"
+        )
     return spec.dims[0], spec.dims[1]
+
+
+def _seed(text: str) -> int:
+    """A random seed: numpy takes integers 0 to 2**32 - 1 (a negative one was a traceback)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 4294967295, got {text!r}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -65,9 +88,9 @@ def _positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:  # nan and inf made bench run forever
+        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text!r}")
     return value
 
 
@@ -122,7 +145,7 @@ def _add_model_options(
         "Inputs not given get seeded random data; free dims default to "
         f"{_clikit.FREE_DIM_FIRST} (first) and {_clikit.FREE_DIM_OTHER} (others)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    parser.add_argument("--seed", type=_seed, default=0, help="seed of the random inputs")
     _add_image_options(parser)
 
 
@@ -148,7 +171,7 @@ def _add_image_options(parser: argparse.ArgumentParser) -> None:
     )
     images.add_argument(
         "--scale",
-        type=_floats,
+        type=_divisors,
         default=None,
         metavar="S[,S,S]",
         help="divisor per channel after the mean (default: 1)",
@@ -284,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=50,
         metavar="N",
         help="inferences with counters (and as many without, interleaved, to measure the "
-        "counters' overhead); per-layer times are means over them (default: 50)",
+        "counters' overhead); per-layer times are medians over them (default: 50)",
     )
     profile.add_argument(
         "--top",
@@ -339,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_tolerance,
         help="--check's relative tolerance (default 1e-3, or 1e-2 with --compress-to-fp16)",
     )
-    convert.add_argument("--seed", type=int, default=0, help="seed of --check's random inputs")
+    convert.add_argument("--seed", type=_seed, default=0, help="seed of --check's random inputs")
     _clikit.add_json_option(convert, "the conversion report")
     convert.set_defaults(func=cmd_convert)
 
@@ -495,6 +518,7 @@ def _check_targets(args: argparse.Namespace) -> None:
 
     A benchmark or a large inference should not run to completion only to fail at the end.
     """
+    written: dict[Path, str] = {}
     for option, value in (
         ("--output", getattr(args, "output", None)),
         ("--json", getattr(args, "json", None)),
@@ -526,6 +550,13 @@ def _check_targets(args: argparse.Namespace) -> None:
                 f"{option} {value}: the folder {folder} is not writable (read-only?); "
                 "pick another path"
             )
+        # An IR (.xml) comes with its .bin: no other output may land on either.
+        for path in (target, target.with_suffix(".bin")) if target.suffix == ".xml" else (target,):
+            other = written.setdefault(path.resolve(), option)
+            if other != option:
+                raise RunnerError(
+                    f"{other} and {option} would both write {path}; give them different files"
+                )
 
 
 def _write_json(args: argparse.Namespace, data: Mapping[str, Any]) -> None:

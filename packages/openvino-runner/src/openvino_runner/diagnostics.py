@@ -117,6 +117,14 @@ def conversion_error(path: Path, exc: Exception) -> RunnerError:
         return ModelFileError(
             f"OpenVINO cannot read {path}: not a model format it knows; {_expected_formats()}"
         )
+    external = re.search(r"externally stored data in file \(([^,]+),", text)
+    if external and not (path.parent / external.group(1)).exists():
+        # OpenVINO says "Invalid usage of method for externally stored data in file (...)"
+        return ModelFileError(
+            f"OpenVINO cannot read {path}: its external data file "
+            f"{path.parent / external.group(1)} does not exist (a model saved with external "
+            "data is the .onnx and that file beside it; copy both)"
+        )
     weights = path.with_suffix(".bin")
     if path.suffix.lower() == ".xml" and "bin file" in text and not weights.exists():
         # OpenVINO says "Empty weights data in bin file or bin file cannot be found!"

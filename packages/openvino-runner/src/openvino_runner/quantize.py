@@ -154,12 +154,13 @@ def load_samples(
         raise InputError(f"--data {path}: expected a folder of images, an .npy or an .npz")
     with np.load(path, allow_pickle=False) as archive:
         arrays = {k: archive[k] for k in archive.files}
-    if len(specs) == 1 and len(arrays) == 1:
-        arrays = {specs[0].name: next(iter(arrays.values()))}
+    # By name only, as `run -i` matches an .npz: an array under another name is a mistake.
     missing = [s.name for s in specs if s.name not in arrays]
-    if missing:
+    unknown = [n for n in arrays if n not in {s.name for s in specs}]
+    if missing or unknown:
+        problem = f"no array named {missing[0]!r}" if missing else f"an array {unknown[0]!r}"
         raise InputError(
-            f"--data {path}: no array named {missing[0]!r}; the model's inputs are {names}, "
+            f"--data {path}: {problem}; the model's inputs are {names}, "
             f"the file holds {', '.join(map(repr, arrays)) or 'nothing'}"
         )
     stacks = {s.name: _split_stack(s, arrays[s.name], f"{path}[{s.name}]") for s in specs}
