@@ -48,6 +48,26 @@ def test_check_export_on_a_written_file(tmp_path: Path) -> None:
     assert all(not o.passed for o in report.outputs)
 
 
+def test_check_export_of_the_default_export_skips_openvino_by_name(tmp_path: Path) -> None:
+    """The default export writes native DeformConv, which OpenVINO cannot read: with the
+    default runtimes that is a skipped runtime, said so, not a CheckError (a new user's
+    first `check_export` after `export`); asked for by name, it is still an error."""
+    from deform_conv2d_onnx_exporter.check import format_report
+
+    module, args = CASE.torch_module(), CASE.example_args()
+    path = tmp_path / "native.onnx"
+    export(module, args, path, input_names=CASE.input_names())
+    assert any(n.op_type == "DeformConv" for n in onnx.load(path).graph.node)
+    report = check_export(module, args, path)
+    assert report.passed and {o.runtime for o in report.outputs} == {"onnxruntime"}
+    assert report.skipped == ["openvino"]
+    assert "openvino: cannot read native DeformConv (lower the model), not checked" in (
+        format_report(report)
+    )
+    with pytest.raises(CheckError, match="OpenVINO cannot read the model's DeformConv"):
+        check_export(module, args, path, runtimes=("onnxruntime", "openvino"))
+
+
 def test_export_with_check_refuses_a_model_that_differs_from_torch(tmp_path: Path) -> None:
     """A module that behaves differently while exported (a real source of such files)."""
     import torch
@@ -70,3 +90,12 @@ def test_export_with_check_refuses_a_model_that_differs_from_torch(tmp_path: Pat
     assert not path.exists()
     export(inner, args, path, dynamo=False, opset_version=17, decompose=True, check=True)
     assert path.exists()
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_export_into_a_missing_folder_fails_first(tmp_path: Path, dynamo: bool) -> None:
+    """It ran the whole export, then failed naming a temporary of its .data file."""
+    target = tmp_path / "nodir" / "x.onnx"
+    with pytest.raises(FileNotFoundError, match=f"the folder '{tmp_path / 'nodir'}' does not"):
+        export(CASE.torch_module(), CASE.example_args(), target, dynamo=dynamo)
+    assert not (tmp_path / "nodir").exists()

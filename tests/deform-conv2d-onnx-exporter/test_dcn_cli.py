@@ -154,6 +154,12 @@ def test_lower_of_an_invalid_model_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o.onnx").exists() and leftovers(tmp_path) == []
+    # An empty file parses as an empty ModelProto: it was "imports no default ONNX opset"
+    # (lower) and onnxruntime's "No graph was found in the protobuf" (check).
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    for argv in (["lower", str(empty), "-o", str(tmp_path / "o.onnx")], ["check", str(empty)]):
+        assert_one_line_error(cli(*argv), 2, f"{str(empty)!r}: it holds no graph")
 
 
 def fake_missing(tmp_path: Path, module: str) -> dict[str, str]:
@@ -317,6 +323,31 @@ def test_lower_json_and_completion(native: Path, tmp_path: Path) -> None:
         script = cli("completion", shell)
         assert script.returncode == 0, script.stderr
         assert "lower" in script.stdout and "--shape" in script.stdout
+
+
+def test_no_output_lands_on_an_input_model_or_its_data(tmp_path: Path) -> None:
+    """`lower IN -o IN.onnx.data` made IN read garbage weights, silently; `--json IN` and
+    `-o IN` replaced the model. Each is one line, and the inputs stay as they were."""
+    source = tmp_path / "native.onnx"
+    onnx.save(
+        CASE.onnx_deform_conv(19),
+        source,
+        save_as_external_data=True,
+        location="native.onnx.data",
+        size_threshold=0,
+    )
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    data = str(tmp_path / "native.onnx.data")
+    out = str(tmp_path / "out.onnx")
+    for argv, needle in (
+        (["lower", str(source), "-o", data], f"-o {data} holds data of the input model"),
+        (["lower", str(source), "-o", str(source)], f"-o {source} is the input model"),
+        (["lower", str(source), "-o", out, "--json", str(source)], "--json"),
+        (["check", str(source), "--json", data], "holds data of the input model"),
+        (["check", out, "--source", str(source), "--json", str(source)], "is the input"),
+    ):
+        assert_one_line_error(cli(*argv), 2, needle)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
 def test_lower_and_check_a_model_with_external_data(tmp_path: Path) -> None:

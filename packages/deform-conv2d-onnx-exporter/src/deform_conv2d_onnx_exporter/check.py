@@ -56,8 +56,10 @@ class CheckReport:
     rtol: float = DEFAULT_RTOL
     outputs: list[OutputError] = field(default_factory=list)
     openvino_version: str | None = None
-    #: Runtimes that were asked for or optional but could not be imported.
+    #: Optional runtimes not run: not importable, or (OpenVINO) unable to read the model.
     skipped: list[str] = field(default_factory=list)
+    #: Why each skipped runtime was not run, where it is not "not installed".
+    skip_reasons: dict[str, str] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -257,9 +259,7 @@ def run_openvino(
         }
         results = compiled(wanted)
     except Exception as exc:
-        from deform_conv2d_onnx_exporter.lower import count_custom_deform_conv, count_deform_conv
-
-        if count_deform_conv(proto) or count_custom_deform_conv(proto):
+        if _has_native_deform_conv(proto):
             raise CheckError(
                 "OpenVINO cannot read the model's DeformConv node(s) (it has no conversion "
                 "rule for DeformConv); run `deform-conv2d-onnx lower IN -o OUT` first and check "
@@ -367,6 +367,12 @@ def _torch_outputs(module: Any, args: tuple[Any, ...]) -> tuple[list[np.ndarray]
     return [t.detach().cpu().numpy() for t in flat], reference
 
 
+def _has_native_deform_conv(proto: onnx.ModelProto) -> bool:
+    from deform_conv2d_onnx_exporter.lower import count_custom_deform_conv, count_deform_conv
+
+    return bool(count_deform_conv(proto) or count_custom_deform_conv(proto))
+
+
 def check_export(
     module: Any,
     args: tuple[Any, ...] | Any,
@@ -387,7 +393,8 @@ def check_export(
         args: the inputs (a tensor or a tuple of tensors), fed to the file's inputs in order.
         path: the exported model (a path, its external data beside it, or a ModelProto).
         runtimes: ``("onnxruntime", "openvino")`` by default, OpenVINO only when installed
-            (listed in ``report.skipped`` otherwise); name them to require them.
+            and the model has no native ``DeformConv`` (which it cannot read; listed in
+            ``report.skipped`` otherwise); name them to require them.
 
     Returns:
         A :class:`CheckReport`; ``report.passed`` tells whether every output of every
@@ -423,6 +430,10 @@ def check_export(
                 raise CheckError(f"{runtime} cannot be imported (pip install {runtime})")
             report.skipped.append(runtime)
             continue
+        if runtime == "openvino" and runtimes is None and _has_native_deform_conv(proto):
+            report.skipped.append(runtime)
+            report.skip_reasons[runtime] = "cannot read native DeformConv (lower the model)"
+            continue
         if runtime == "onnxruntime":
             got = run_onnxruntime(path, feeds)
         else:
@@ -447,5 +458,6 @@ def format_report(report: CheckReport) -> list[str]:
             f"(max |reference| {o.max_abs_reference:.3g}): {verdict}"
         )
     for runtime in report.skipped:
-        lines.append(f"{runtime}: not installed, not checked")
+        why = report.skip_reasons.get(runtime, "not installed")
+        lines.append(f"{runtime}: {why}, not checked")
     return lines

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from deform_conv2d_onnx_exporter import _clikit
@@ -106,13 +107,43 @@ def _load(path: str) -> Any:
     import onnx
 
     try:
-        return onnx.load(path)  # with its external data (a dynamo export's OUT.onnx.data)
+        model = onnx.load(path)  # with its external data (a dynamo export's OUT.onnx.data)
     except Exception as exc:  # onnx raises DecodeError, OSError, ... for unreadable files
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         reason = getattr(exc, "strerror", None) or text
         raise CliError(
             f"cannot read ONNX model {path!r}: {reason}; expected a readable .onnx file"
         ) from None
+    if not model.graph.node and not model.opset_import:  # protobuf reads b"" as a model
+        raise CliError(f"cannot read ONNX model {path!r}: it holds no graph (an empty file?)")
+    return model
+
+
+def _model_files(path: str) -> list[Path]:
+    """The file at *path* and the external data files its tensors name (beside it)."""
+    import onnx
+
+    files = [Path(path)]
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception:  # unreadable: _load says why
+        return files
+    for tensor in model.graph.initializer:
+        files += [Path(path).parent / e.value for e in tensor.external_data if e.key == "location"]
+    return files
+
+
+def _refuse_overwriting(outputs: Sequence[tuple[str, str | None]], inputs: Sequence[str]) -> None:
+    """Refuse an output path that is an input model or one of its external data files (a
+    model lowered onto its own .onnx.data read garbage weights afterwards, silently)."""
+    taken = {f.resolve(): name for name in inputs for f in _model_files(name)}
+    for option, value in outputs:
+        if value and value != "-" and Path(value).resolve() in taken:
+            model = taken[Path(value).resolve()]
+            what = "is" if Path(value).resolve() == Path(model).resolve() else "holds data of"
+            raise CliError(
+                f"{option} {value} {what} the input model {model}; write to another file"
+            )
 
 
 def _lower(args: argparse.Namespace) -> int:
@@ -132,6 +163,7 @@ def _lower(args: argparse.Namespace) -> int:
             raise CliError(f"--opset {args.opset}: {exc}") from None
     if args.output == "-":  # the kit's '-' means stdout for --json only; ONNX is binary
         raise CliError("-o -: give the path of the .onnx file to write (stdout is not supported)")
+    _refuse_overwriting([("-o", args.output), ("--json", args.json)], [args.input])
     model = _load(args.input)
     try:
         result = lower_deform_conv(model, args.opset, variant=args.variant, columns=args.columns)
@@ -179,6 +211,8 @@ def _check(args: argparse.Namespace) -> int:
             f"check needs {' and '.join(missing)}, which cannot be imported here "
             f"(pip install {' '.join(missing)})"
         )
+    given = [m for m in (args.model, args.source) if m is not None]
+    _refuse_overwriting([("--json", args.json)], given)
     model = _load(args.model)
     source = None if args.source is None else _load(args.source)
     shapes: dict[str | None, tuple[int, ...]] = {}
@@ -196,6 +230,11 @@ def _check(args: argparse.Namespace) -> int:
         )
     except CheckError as exc:
         raise CliError(str(exc).splitlines()[0]) from None
+    except MemoryError:
+        raise CliError(
+            "the inputs (and outputs) of these shapes do not fit in memory; give smaller "
+            "--shape values"
+        ) from None
     for line in format_report(report):
         print(line)
     _clikit.write_json(args.json, {"model": args.model, "source": args.source, **report.to_dict()})

@@ -16,6 +16,7 @@ import io
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -245,6 +246,13 @@ def export(
     register_loaded_mmcv()  # a model of mmcv's DCN layers exports with no extra call
     opset = DEFAULT_OPSET if opset_version is None else opset_version
     check_opset(opset)
+    # Before the export's minutes, not after (it failed naming a temporary of its .data).
+    if isinstance(f, (str, os.PathLike)):
+        folder = Path(f).parent
+        if not folder.is_dir():
+            raise FileNotFoundError(
+                f"cannot write {os.fspath(f)!r}: the folder {os.fspath(folder)!r} does not exist"
+            )
     # Checked here too: a native export ignores both, and a typo should not pass silently.
     columns_for_output_size(columns, None)
     resolve_variant(variant, opset)
@@ -352,11 +360,9 @@ def _quiet_down_conversion() -> Iterator[None]:
 def _check_against_torch(model: Any, args: Any, proto: Any) -> None:
     """Raise ExportError unless *proto* matches ``model(*args)`` in every installed runtime."""
     from deform_conv2d_onnx_exporter.check import check_export, format_report
-    from deform_conv2d_onnx_exporter.lower import count_deform_conv
 
-    # OpenVINO cannot read native DeformConv: check a native model in onnxruntime only.
-    runtimes = ["onnxruntime"] if count_deform_conv(proto) else None
-    report = check_export(model, args, proto, runtimes=runtimes)
+    # Every installed runtime that can read it (OpenVINO cannot read native DeformConv).
+    report = check_export(model, args, proto)
     if not report.passed:
         failed = [line for line in format_report(report) if line.endswith("BEYOND TOLERANCE")]
         raise ExportError(
