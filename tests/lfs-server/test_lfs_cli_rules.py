@@ -5,14 +5,16 @@ pip user gets what the README tells them to use (the hook, the gunicorn settings
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 from lfs_engines import Ceph
-from lfs_testlib import cli, free_port, oid_of
+from lfs_testlib import cli, free_port, oid_of, start_server
 from support import interrupt, read_only_mount
 
 SCRIPT = str(Path(sys.executable).parent / "lfs-server")
@@ -189,6 +191,49 @@ def test_serve_on_a_port_in_use_is_one_line_before_serving(
     one_error_line(r, f"{listen} is already in use")
     assert "serving" not in r.stdout, r.stdout
     assert not (tmp_path / "data").exists(), list((tmp_path / "data").rglob("*"))
+
+
+def test_a_second_serve_on_one_data_folder_touches_nothing() -> None:
+    """A second serve (another port, the same --data) rewrote the first one's nginx.conf,
+    removed its gunicorn socket (every request then 502) and would delete its uploads in
+    flight as stale; the data folder is now locked while a serve runs."""
+    server = start_server()  # a data folder nginx's workers may enter
+    try:
+        run = server.data / "run"
+        before = {p.name: p.read_bytes() for p in run.glob("*.conf")}
+        r = cli("serve", "--listen", f"127.0.0.1:{free_port()}", data=server.data)
+        one_error_line(r, "another lfs-server serve (pid ")
+        assert f"uses the data folder {server.data}" in r.stderr
+        assert (run / "gunicorn.sock").exists()
+        assert {p.name: p.read_bytes() for p in run.glob("*.conf")} == before
+        for _ in range(6):
+            assert requests.get(server.url + "/healthz", timeout=10).status_code == 200
+    finally:
+        status = server.stop()
+        shutil.rmtree(server.data, ignore_errors=True)
+    assert status == 0
+
+
+def test_broken_local_data_is_one_line_at_start(tmp_path: Path) -> None:
+    """A users file that is not JSON answered every login 500; a lock database that is not
+    SQLite stopped the workers booting with gunicorn's traceback; an access log in a
+    missing folder outside the data folder made that folder (in / as root)."""
+    listen = ("--no-nginx", "--listen", f"127.0.0.1:{free_port()}")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "users.json").write_text("{bad json")
+    r = cli("serve", *listen, data=data)
+    one_error_line(r, f"cannot read users file {data / 'users.json'}")
+    assert "serving" not in r.stdout
+    (data / "users.json").unlink()
+    (data / "locks.sqlite3").write_bytes(b"this is not an SQLite database" * 100)
+    r = cli("serve", *listen, data=data)
+    one_error_line(r, f"cannot read the lock database {data / 'locks.sqlite3'}")
+    (data / "locks.sqlite3").unlink()
+    env = {**os.environ, "LFS_ACCESS_LOG": str(tmp_path / "typo" / "dir" / "a.log")}
+    r = cli("serve", *listen, data=data, env=env)
+    one_error_line(r, f"the folder {tmp_path / 'typo' / 'dir'} does not exist")
+    assert not (tmp_path / "typo").exists()
 
 
 def _cli_without(module: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import json
 import logging
 import logging.handlers
@@ -21,13 +22,18 @@ def _escaped(text: str) -> str:
     return json.dumps(text)[1:-1]
 
 
-def check_access_log(target: str | Path) -> None:
+def check_access_log(target: str | Path, data_dir: Path) -> None:
     """Raise ConfigError unless the access log *target* (a file) can be appended to:
-    `serve` checks before starting, so a bad path is one line, not an error per request."""
+    `serve` checks before starting, so a bad path is one line, not an error per request.
+    Missing folders are made inside *data_dir* only (a typo must not make folders in /)."""
     if not isinstance(target, Path):
         return
+    folder = target.parent
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if not folder.is_dir():
+            if not folder.resolve().is_relative_to(data_dir.resolve()):
+                raise FileNotFoundError(errno.ENOENT, f"the folder {folder} does not exist")
+            folder.mkdir(parents=True, exist_ok=True)
         with open(target, "a", encoding="utf-8"):
             pass
     except OSError as exc:

@@ -384,7 +384,9 @@ def _grants(permissions: dict[str, str]) -> str:
 def _user_add(args: argparse.Namespace) -> int:
     from lfs_server.users import load_users, parse_grant
 
-    db = load_users(_config(args))
+    config = _config(args)
+    new_folder = not config.root.exists() and not config.database_url
+    db = load_users(config)
     grants = dict(parse_grant(g) for g in args.grant)
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
@@ -396,6 +398,10 @@ def _user_add(args: argparse.Namespace) -> int:
         raise CliError("give the password with --password-stdin (no terminal to prompt on)")
     db.add(args.name, password, grants, replace=args.update)
     db.save()
+    if new_folder:  # a user added to a folder no server reads is a puzzling 401 later
+        print(
+            f"lfs-server: created the data folder {config.root} (it did not exist)", file=sys.stderr
+        )
     print(f"user {args.name}: {_grants(db.users[args.name].permissions) or 'no permissions yet'}")
     return 0
 

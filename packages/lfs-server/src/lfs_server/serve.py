@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import secrets
 import signal
@@ -46,6 +47,53 @@ def prepare(config: Config) -> bytes:
     ):
         make_dir(path)
     return load_or_create_key(config.key_path)
+
+
+def hold_data_folder(config: Config) -> int:
+    """Lock DATA/run/serve.lock for as long as this serve runs; return its descriptor.
+
+    A second serve on the same data folder would rewrite the running one's nginx.conf,
+    remove its gunicorn socket and delete its uploads in flight as stale.
+    """
+    make_dir(config.root)
+    make_dir(config.run_dir)
+    fd = os.open(config.run_dir / "serve.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        other = os.read(fd, 200).decode("utf-8", "replace").strip() or "another process"
+        os.close(fd)
+        raise ServeError(
+            f"another lfs-server serve ({other}) uses the data folder {config.root}; stop it "
+            "first, or give this one its own --data"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"pid {os.getpid()}, listening on {config.listen}".encode())
+    return fd
+
+
+def check_local_data(config: Config) -> None:
+    """Read the users file and the SQLite lock database now, when they are the node's own
+    files: a broken one is one line at start, not a 500 on every request (users) or a
+    worker that cannot boot (locks). A PostgreSQL that does not answer yet is not checked."""
+    if config.database_url:
+        return
+    import sqlite3
+
+    from lfs_server.backends import open_locks, open_users
+    from lfs_server.users import UsersError
+
+    try:
+        open_users(config)
+    except UsersError as exc:
+        raise ServeError(f"{exc}; fix it, or restore it from a backup") from None
+    try:
+        open_locks(config).close()
+    except sqlite3.DatabaseError as exc:
+        raise ServeError(
+            f"cannot read the lock database {config.locks_path}: {exc}; restore it from a "
+            "backup, or move it aside to start with no locks"
+        ) from None
 
 
 def remove_stale_uploads(config: Config) -> list[Path]:
@@ -209,6 +257,7 @@ class Supervisor:
         self.err = err
         self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.stop_signal: int | None = None
+        self.lock_fd: int | None = None
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         self.stop_signal = signum
@@ -233,8 +282,10 @@ class Supervisor:
         # Checked before anything is made or started, so a mistake is one line, not
         # the children's logs and tracebacks after "serving".
         store = check_components(config)
+        self.lock_fd = hold_data_folder(config)
         check_listen_free(config.listen)
         key = prepare(config)
+        check_local_data(config)
         stale = remove_stale_uploads(config)
         if stale:
             print(
@@ -252,7 +303,7 @@ class Supervisor:
         env.update(config.to_env())
         # Decided here, where the user's terminal is known: a worker's stderr is the same.
         access_log = config.access_log_target(self.err.isatty())
-        check_access_log(access_log)
+        check_access_log(access_log, config.root)
         env["LFS_ACCESS_LOG"] = str(access_log)
         # The workers' shared password-check cache is keyed by a secret that lives only in
         # memory, new at every start (authcache.py).
@@ -336,6 +387,9 @@ class Supervisor:
             # crashed leaves its workers running and holding the port, so end the group too.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)  # the data folder is free for another serve
+            self.lock_fd = None
 
     def run(self) -> int:
         """Start, wait, stop; the exit status of `lfs-server serve`."""
