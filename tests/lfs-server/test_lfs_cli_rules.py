@@ -223,12 +223,12 @@ def test_broken_local_data_is_one_line_at_start(tmp_path: Path) -> None:
     data.mkdir()
     (data / "users.json").write_text("{bad json")
     r = cli("serve", *listen, data=data)
-    one_error_line(r, f"cannot read users file {data / 'users.json'}")
+    one_error_line(r, f"cannot read the user store: cannot read users file {data / 'users.json'}")
     assert "serving" not in r.stdout
     (data / "users.json").unlink()
     (data / "locks.sqlite3").write_bytes(b"this is not an SQLite database" * 100)
     r = cli("serve", *listen, data=data)
-    one_error_line(r, f"cannot read the lock database {data / 'locks.sqlite3'}")
+    one_error_line(r, "cannot read the lock database: file is not a database")
     (data / "locks.sqlite3").unlink()
     env = {**os.environ, "LFS_ACCESS_LOG": str(tmp_path / "typo" / "dir" / "a.log")}
     r = cli("serve", *listen, data=data, env=env)

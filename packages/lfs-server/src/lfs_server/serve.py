@@ -25,6 +25,7 @@ from typing import TextIO
 from lfs_server.accesslog import check_access_log
 from lfs_server.authcache import KEY_ENV as AUTH_CACHE_KEY_ENV
 from lfs_server.backends import check_components as check_backends
+from lfs_server.backends import check_node_files
 from lfs_server.backends.base import ObjectStore, StoreUnavailable
 from lfs_server.config import CONFIG_FILE_ENV, Config, parse_listen
 from lfs_server.fsmode import make_dir
@@ -70,30 +71,6 @@ def hold_data_folder(config: Config) -> int:
     os.ftruncate(fd, 0)
     os.write(fd, f"pid {os.getpid()}, listening on {config.listen}".encode())
     return fd
-
-
-def check_local_data(config: Config) -> None:
-    """Read the users file and the SQLite lock database now, when they are the node's own
-    files: a broken one is one line at start, not a 500 on every request (users) or a
-    worker that cannot boot (locks). A PostgreSQL that does not answer yet is not checked."""
-    if config.database_url:
-        return
-    import sqlite3
-
-    from lfs_server.backends import open_locks, open_users
-    from lfs_server.users import UsersError
-
-    try:
-        open_users(config)
-    except UsersError as exc:
-        raise ServeError(f"{exc}; fix it, or restore it from a backup") from None
-    try:
-        open_locks(config).close()
-    except sqlite3.DatabaseError as exc:
-        raise ServeError(
-            f"cannot read the lock database {config.locks_path}: {exc}; restore it from a "
-            "backup, or move it aside to start with no locks"
-        ) from None
 
 
 def remove_stale_uploads(config: Config) -> list[Path]:
@@ -285,7 +262,9 @@ class Supervisor:
         self.lock_fd = hold_data_folder(config)
         check_listen_free(config.listen)
         key = prepare(config)
-        check_local_data(config)
+        problem = check_node_files(config)
+        if problem:
+            raise ServeError(problem)
         stale = remove_stale_uploads(config)
         if stale:
             print(

@@ -81,6 +81,24 @@ def check_components(config: Config) -> ObjectStore:
     return store
 
 
+def check_node_files(config: Config) -> str | None:
+    """Read the lock and user stores now where they are the node's own files (SQLite, the
+    users file; a database server that does not answer yet is not asked); return what is
+    wrong with one, or None. `serve` says it in one line instead of a worker that cannot
+    boot (locks) or a 500 on every login (users)."""
+    for registry, what in ((USER_STORES, "user store"), (LOCK_STORES, "lock database")):
+        store = _load(registry, _database(config), what)
+        if not store.in_data_folder:
+            continue
+        try:
+            opened = store.from_config(config)  # reads it: a users file, an SQLite file
+        except Exception as exc:  # each store's own error type
+            return f"cannot read the {what}: {exc}; fix or restore it from a backup"
+        if hasattr(opened, "close"):  # a lock database's connection
+            opened.close()
+    return None
+
+
 def node_local(config: Config) -> bool:
     """Whether the stores *config* names keep their data in the node's data folder (so a
     command that reads them needs that folder to exist)."""
