@@ -245,6 +245,7 @@ def test_served_access_log_folder_removed_costs_one_line_per_worker(tmp_path: Pa
     """The real `serve` (gunicorn, 2 workers): each request once printed a logging
     traceback into serve's output when the access log's folder was gone."""
     log = tmp_path / "logs/access.log"
+    log.parent.mkdir()  # serve makes missing log folders inside the data folder only
     server = start_server(users=False, no_nginx=True, log=tmp_path / "serve.log",
                           extra_env={"LFS_ACCESS_LOG": str(log)})  # fmt: skip
     try:
