@@ -537,14 +537,8 @@ def _check_targets(args: argparse.Namespace) -> None:
             raise MissingDependencyError(
                 "plotting needs matplotlib: pip install 'openvino-runner[plot]'"
             )
+        _clikit.check_writable(value, option)  # a folder, or in no folder: one line
         folder = target.parent
-        if target.is_dir():
-            raise RunnerError(f"{option} {value}: is a folder; give a file name inside it")
-        if not folder.is_dir():
-            what = "is not a folder" if folder.exists() else "does not exist"
-            raise RunnerError(
-                f"{option} {value}: the folder {folder} {what}; create it or pick another path"
-            )
         if not os.access(folder, os.W_OK):
             raise RunnerError(
                 f"{option} {value}: the folder {folder} is not writable (read-only?); "
