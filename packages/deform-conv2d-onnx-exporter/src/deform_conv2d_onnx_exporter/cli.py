@@ -103,11 +103,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(path: str) -> Any:
+def _load(path: str) -> tuple[Any, list[Path]]:
+    """The model at *path* with its external data (a dynamo export's OUT.onnx.data), and
+    the files it was read from: *path* and those data files (no output may replace them)."""
     import onnx
+    from onnx.external_data_helper import load_external_data_for_model
 
     try:
-        model = onnx.load(path)  # with its external data (a dynamo export's OUT.onnx.data)
+        model = onnx.load(path, load_external_data=False)
+        files = [Path(path)] + [
+            Path(path).parent / e.value
+            for tensor in model.graph.initializer
+            for e in tensor.external_data
+            if e.key == "location"
+        ]
+        load_external_data_for_model(model, str(Path(path).parent))
     except Exception as exc:  # onnx raises DecodeError, OSError, ... for unreadable files
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         reason = getattr(exc, "strerror", None) or text
@@ -116,27 +126,15 @@ def _load(path: str) -> Any:
         ) from None
     if not model.graph.node and not model.opset_import:  # protobuf reads b"" as a model
         raise CliError(f"cannot read ONNX model {path!r}: it holds no graph (an empty file?)")
-    return model
+    return model, files
 
 
-def _model_files(path: str) -> list[Path]:
-    """The file at *path* and the external data files its tensors name (beside it)."""
-    import onnx
-
-    files = [Path(path)]
-    try:
-        model = onnx.load(path, load_external_data=False)
-    except Exception:  # unreadable: _load says why
-        return files
-    for tensor in model.graph.initializer:
-        files += [Path(path).parent / e.value for e in tensor.external_data if e.key == "location"]
-    return files
-
-
-def _refuse_overwriting(outputs: Sequence[tuple[str, str | None]], inputs: Sequence[str]) -> None:
+def _refuse_overwriting(
+    outputs: Sequence[tuple[str, str | None]], inputs: dict[str, list[Path]]
+) -> None:
     """Refuse an output path that is an input model or one of its external data files (a
     model lowered onto its own .onnx.data read garbage weights afterwards, silently)."""
-    taken = {f.resolve(): name for name in inputs for f in _model_files(name)}
+    taken = {f.resolve(): name for name, files in inputs.items() for f in files}
     for option, value in outputs:
         if value and value != "-" and Path(value).resolve() in taken:
             model = taken[Path(value).resolve()]
@@ -163,8 +161,8 @@ def _lower(args: argparse.Namespace) -> int:
             raise CliError(f"--opset {args.opset}: {exc}") from None
     if args.output == "-":  # the kit's '-' means stdout for --json only; ONNX is binary
         raise CliError("-o -: give the path of the .onnx file to write (stdout is not supported)")
-    _refuse_overwriting([("-o", args.output), ("--json", args.json)], [args.input])
-    model = _load(args.input)
+    model, files = _load(args.input)
+    _refuse_overwriting([("-o", args.output), ("--json", args.json)], {args.input: files})
     try:
         result = lower_deform_conv(model, args.opset, variant=args.variant, columns=args.columns)
         onnx.checker.check_model(result, full_check=True)
@@ -211,10 +209,12 @@ def _check(args: argparse.Namespace) -> int:
             f"check needs {' and '.join(missing)}, which cannot be imported here "
             f"(pip install {' '.join(missing)})"
         )
-    given = [m for m in (args.model, args.source) if m is not None]
-    _refuse_overwriting([("--json", args.json)], given)
-    model = _load(args.model)
-    source = None if args.source is None else _load(args.source)
+    model, files = _load(args.model)
+    read = {args.model: files}
+    source = None
+    if args.source is not None:
+        source, read[args.source] = _load(args.source)
+    _refuse_overwriting([("--json", args.json)], read)
     shapes: dict[str | None, tuple[int, ...]] = {}
     for spec in args.shape:
         if spec.name in shapes and shapes[spec.name] != spec.dims:  # the last one won, silently
