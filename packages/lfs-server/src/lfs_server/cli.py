@@ -382,11 +382,10 @@ def _grants(permissions: dict[str, str]) -> str:
 
 @_handler
 def _user_add(args: argparse.Namespace) -> int:
+    from lfs_server.backends import node_local
     from lfs_server.users import load_users, parse_grant
 
     config = _config(args)
-    from lfs_server.backends import node_local
-
     new_folder = not config.root.exists() and node_local(config)
     db = load_users(config)
     grants = dict(parse_grant(g) for g in args.grant)
